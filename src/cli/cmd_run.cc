@@ -1,0 +1,289 @@
+// ferry run MODEL [--input NAME=FILE]... [--output-dir DIR] [--threads N] [--json]
+// ferry run MODEL --test-data DIR [--rtol R] [--atol A]
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/tensor_files.h"
+#include "core/npy.h"
+#include "ir/onnx_io.h"
+#include "runtime/session.h"
+
+namespace ferry::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  std::string test_data;
+  int threads = 0;
+  bool json = false;
+  double rtol = 1e-3, atol = 1e-7;
+};
+
+struct Loaded {
+  std::shared_ptr<const ir::Model> model;
+  std::unique_ptr<runtime::Session> session;
+};
+
+Result<Loaded> Load(const Options& o) {
+  FERRY_ASSIGN_OR_RETURN(auto model, ir::LoadModel(o.model));
+  Loaded l;
+  l.model = std::shared_ptr<const ir::Model>(std::move(model));
+  runtime::SessionOptions so;
+  so.threads = o.threads;
+  FERRY_ASSIGN_OR_RETURN(l.session, runtime::Session::Create(l.model, so));
+  return l;
+}
+
+std::string ValueSummary(const Value& v) {
+  if (v.is_tensor()) return fmt::format("{}{}", DTypeName(v.tensor().dtype()), ShapeToString(v.tensor().shape()));
+  if (v.is_sequence()) return fmt::format("sequence of {}", v.sequence().size());
+  return "none";
+}
+
+// ---- comparison, as the ONNX backend test runner does it ----
+struct Comparison {
+  bool ok = true;
+  double max_abs = 0, max_rel = 0;
+  int64_t mismatches = 0;
+  std::string problem;  // shape/dtype/kind mismatch
+};
+
+void CompareTensors(const Tensor& got, const Tensor& want, double rtol, double atol, Comparison* c) {
+  if (got.dtype() != want.dtype()) {
+    c->ok = false;
+    c->problem = fmt::format("dtype {} vs expected {}", DTypeName(got.dtype()), DTypeName(want.dtype()));
+    return;
+  }
+  if (got.shape() != want.shape()) {
+    c->ok = false;
+    c->problem = fmt::format("shape {} vs expected {}", ShapeToString(got.shape()), ShapeToString(want.shape()));
+    return;
+  }
+  if (got.dtype() == DType::kString) {
+    for (int64_t i = 0; i < got.size(); ++i)
+      if (got.data<std::string>()[i] != want.data<std::string>()[i]) ++c->mismatches;
+  } else if (IsFloat(got.dtype())) {
+    for (int64_t i = 0; i < got.size(); ++i) {
+      double a = got.GetAsDouble(i), e = want.GetAsDouble(i);
+      if (std::isnan(a) || std::isnan(e)) {
+        if (std::isnan(a) != std::isnan(e)) ++c->mismatches;
+        continue;
+      }
+      if (std::isinf(a) || std::isinf(e)) {
+        if (a != e) ++c->mismatches;
+        continue;
+      }
+      double d = std::fabs(a - e);
+      c->max_abs = std::max(c->max_abs, d);
+      if (e != 0) c->max_rel = std::max(c->max_rel, d / std::fabs(e));
+      if (d > atol + rtol * std::fabs(e)) ++c->mismatches;
+    }
+  } else {
+    for (int64_t i = 0; i < got.size(); ++i) {
+      int64_t a = got.GetAsInt64(i), e = want.GetAsInt64(i);
+      if (got.dtype() == DType::kUint64) {
+        if (static_cast<const uint64_t*>(got.raw())[i] != static_cast<const uint64_t*>(want.raw())[i]) ++c->mismatches;
+        continue;
+      }
+      double d = std::fabs(static_cast<double>(a) - static_cast<double>(e));
+      c->max_abs = std::max(c->max_abs, d);
+      if (a != e) ++c->mismatches;
+    }
+  }
+  if (c->mismatches) c->ok = false;
+}
+
+Comparison CompareValues(const Value& got, const Value& want, double rtol, double atol) {
+  Comparison c;
+  if (got.kind() != want.kind()) {
+    c.ok = false;
+    c.problem = fmt::format("{} vs expected {}", ValueSummary(got), ValueSummary(want));
+    return c;
+  }
+  if (got.is_tensor()) CompareTensors(got.tensor(), want.tensor(), rtol, atol, &c);
+  if (got.is_sequence()) {
+    if (got.sequence().size() != want.sequence().size()) {
+      c.ok = false;
+      c.problem = fmt::format("sequence of {} vs expected {}", got.sequence().size(), want.sequence().size());
+      return c;
+    }
+    for (size_t i = 0; i < got.sequence().size() && c.ok; ++i) CompareTensors(got.sequence()[i], want.sequence()[i], rtol, atol, &c);
+  }
+  return c;
+}
+
+std::vector<std::string> ListSorted(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, std::string>> items;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    int num = std::atoi(name.c_str() + prefix.size());
+    items.emplace_back(num, e.path().string());
+  }
+  std::sort(items.begin(), items.end());
+  std::vector<std::string> out;
+  for (auto& [n, p] : items) out.push_back(p);
+  return out;
+}
+
+int RunTestData(const Options& o, Loaded& l) {
+  fs::path dir(o.test_data);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return ReportError(InvalidError("test data folder '{}' does not exist", o.test_data));
+  std::vector<std::string> sets = ListSorted(dir, "test_data_set_");
+  if (sets.empty()) sets.push_back(dir.string());
+  const ir::Graph& g = l.model->graph;
+  std::vector<const ir::ValueInfo*> real = g.RealInputs();
+  bool all_ok = true;
+  nlohmann::json jsets = nlohmann::json::array();
+  for (const auto& set : sets) {
+    std::vector<std::string> in_files = ListSorted(set, "input_");
+    std::vector<std::string> out_files = ListSorted(set, "output_");
+    if (in_files.empty() && out_files.empty())
+      return ReportError(InvalidError("'{}' holds no input_N.pb or output_N.pb files", set));
+    std::vector<std::pair<std::string, Value>> feeds;
+    for (size_t k = 0; k < in_files.size(); ++k) {
+      // By the TensorProto's name when it names an input, else by position among real inputs.
+      std::string name = ir::TensorPbName(in_files[k]);
+      const ir::ValueInfo* vi = nullptr;
+      for (const auto& in : g.inputs)
+        if (!name.empty() && in.name == name) vi = &in;
+      if (!vi) {
+        if (k >= real.size())
+          return ReportError(InvalidError("'{}': the model has only {} inputs", in_files[k], real.size()));
+        vi = real[k];
+      }
+      auto v = ReadInputFile(in_files[k], vi->type);
+      if (!v.ok()) return ReportError(v.status());
+      feeds.emplace_back(vi->name, std::move(v).value());
+    }
+    auto outs = l.session->Run(feeds);
+    if (!outs.ok()) return ReportError(outs.status().With(set));
+    if (out_files.size() != outs->size())
+      return ReportError(InvalidError("'{}' has {} expected outputs, the model produces {}", set, out_files.size(), outs->size()));
+    nlohmann::json jouts = nlohmann::json::array();
+    for (size_t k = 0; k < out_files.size(); ++k) {
+      auto want = ir::ReadValuePb(out_files[k], g.outputs[k].type);
+      if (!want.ok()) return ReportError(want.status());
+      Comparison c = CompareValues((*outs)[k], want.value(), o.rtol, o.atol);
+      all_ok = all_ok && c.ok;
+      std::string set_name = fs::path(set).filename().string();
+      if (!o.json)
+        fmt::print("{} {:<20} {:<26} max_abs {:.3g} max_rel {:.3g} {}{}\n", set_name, g.outputs[k].name,
+                   ValueSummary((*outs)[k]), c.max_abs, c.max_rel, c.ok ? "ok" : "MISMATCH",
+                   c.problem.empty() ? (c.mismatches ? fmt::format(" ({} elements)", c.mismatches) : "") : " (" + c.problem + ")");
+      jouts.push_back({{"name", g.outputs[k].name}, {"ok", c.ok}, {"max_abs", c.max_abs}, {"max_rel", c.max_rel},
+                       {"mismatches", c.mismatches}, {"problem", c.problem}});
+    }
+    jsets.push_back({{"set", set}, {"outputs", jouts}});
+  }
+  if (o.json) std::printf("%s\n", nlohmann::json({{"ok", all_ok}, {"sets", jsets}}).dump(2).c_str());
+  else fmt::print("{}\n", all_ok ? "all outputs match" : "outputs differ");
+  return all_ok ? 0 : 1;
+}
+
+int RunOnce(const Options& o, Loaded& l) {
+  const ir::Graph& g = l.model->graph;
+  std::vector<std::pair<std::string, Value>> feeds;
+  std::set<std::string> seen;
+  for (const auto& spec : o.inputs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return ReportError(UsageError("--input expects NAME=FILE, got '{}'", spec));
+    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ir::ValueInfo& v) { return v.name == name; });
+    if (it == g.inputs.end()) {
+      std::string names;
+      for (const auto* vi : g.RealInputs()) names += (names.empty() ? "" : ", ") + vi->name;
+      return ReportError(InvalidError("unknown input '{}' (the model's inputs are: {})", name, names));
+    }
+    if (!seen.insert(name).second) return ReportError(UsageError("input '{}' is given twice", name));
+    auto v = ReadInputFile(file, it->type);
+    if (!v.ok()) return ReportError(v.status());
+    feeds.emplace_back(name, std::move(v).value());
+  }
+  // Output file names are checked before running, so a collision writes nothing.
+  std::map<std::string, std::string> files;
+  for (const auto& out : g.outputs) {
+    std::string f = SanitizeFileName(out.name) + ".npy";
+    auto [it, inserted] = files.emplace(f, out.name);
+    if (!inserted)
+      return ReportError(InvalidError("outputs '{}' and '{}' would both be written to '{}'", it->second, out.name, f));
+  }
+  auto outs = l.session->Run(feeds);
+  if (!outs.ok()) return ReportError(outs.status());
+  nlohmann::json jouts = nlohmann::json::array();
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(o.output_dir, ec);
+    if (!fs::is_directory(o.output_dir, ec))
+      return ReportError(InvalidError("cannot create output folder '{}'", o.output_dir));
+  }
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const Value& v = (*outs)[k];
+    nlohmann::json jo = {{"name", g.outputs[k].name}, {"value", ValueSummary(v)}};
+    if (v.is_tensor()) {
+      jo["dtype"] = DTypeName(v.tensor().dtype());
+      jo["shape"] = v.tensor().shape();
+    }
+    if (!o.output_dir.empty()) {
+      std::string base = (fs::path(o.output_dir) / SanitizeFileName(g.outputs[k].name)).string();
+      if (v.is_tensor()) {
+        Status st = WriteFileAtomic(base + ".npy", SerializeNpy(v.tensor()));
+        if (!st.ok()) return ReportError(st);
+        jo["file"] = base + ".npy";
+      } else if (v.is_sequence()) {
+        std::error_code ec;
+        fs::create_directories(base, ec);
+        for (size_t i = 0; i < v.sequence().size(); ++i) {
+          Status st = WriteFileAtomic((fs::path(base) / (std::to_string(i) + ".npy")).string(), SerializeNpy(v.sequence()[i]));
+          if (!st.ok()) return ReportError(st);
+        }
+        jo["file"] = base + "/";
+      }
+    }
+    jouts.push_back(jo);
+    if (!o.json) fmt::print("{:<24} {}{}\n", g.outputs[k].name, ValueSummary(v), jo.contains("file") ? "  -> " + jo["file"].get<std::string>() : "");
+  }
+  if (o.json) std::printf("%s\n", nlohmann::json({{"outputs", jouts}}).dump(2).c_str());
+  return 0;
+}
+
+int RunCommand(const Options& o) {
+  if (o.threads < 0) return ReportError(UsageError("--threads must be >= 0, got {}", o.threads));
+  auto l = Load(o);
+  if (!l.ok()) return ReportError(l.status());
+  if (!o.test_data.empty()) {
+    if (!o.inputs.empty()) return ReportError(UsageError("--test-data and --input cannot be combined"));
+    return RunTestData(o, l.value());
+  }
+  return RunOnce(o, l.value());
+}
+
+}  // namespace
+
+void SetupRun(CLI::App& sub, Action* action) {
+  auto o = std::make_shared<Options>();
+  sub.add_option("model", o->model, "ONNX model file")->required();
+  sub.add_option("--input,-i", o->inputs, "NAME=FILE (.npy or TensorProto .pb); repeatable");
+  sub.add_option("--output-dir,-o", o->output_dir, "Write each output as <name>.npy here");
+  sub.add_option("--test-data", o->test_data, "ONNX test case folder (test_data_set_*) or one test_data_set_N");
+  sub.add_option("--rtol", o->rtol, "Relative tolerance for --test-data (default 1e-3)");
+  sub.add_option("--atol", o->atol, "Absolute tolerance for --test-data (default 1e-7)");
+  sub.add_option("--threads", o->threads, "Threads (default: one per core)");
+  sub.add_flag("--json", o->json, "Print one JSON document");
+  sub.callback([o, action] { *action = [o] { return RunCommand(*o); }; });
+}
+
+}  // namespace ferry::cli

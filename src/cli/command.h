@@ -1,0 +1,25 @@
+// Commands: one file per command, one row in main.cc's table.
+// To add one: 1. write cli/cmd_<name>.cc with a Setup<Name> function, 2. declare it here,
+// 3. add its row to kCommands in main.cc (and a test under tests/cli/).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace ferry::cli {
+
+// A command's action, run after parsing; returns the process exit code.
+using Action = std::function<int()>;
+using SetupFn = void (*)(CLI::App& sub, Action* action);
+
+void SetupInspect(CLI::App& sub, Action* action);
+void SetupRun(CLI::App& sub, Action* action);
+
+// Prints "ferry: error: <message>" on stderr and returns the status's exit code.
+int ReportError(const Status& status);
+
+}  // namespace ferry::cli

@@ -1,0 +1,40 @@
+// ferry: the command-line entry point. One table row per command.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/command.h"
+
+namespace {
+
+struct CommandRow {
+  const char* name;
+  const char* help;
+  ferry::cli::SetupFn setup;
+};
+
+constexpr CommandRow kCommands[] = {
+    {"inspect", "Show a model's inputs, outputs, opsets, ops, parameters and weights checksum", ferry::cli::SetupInspect},
+    {"run", "Run a model once on input files, or check it against ONNX test data", ferry::cli::SetupRun},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Ferry: verify, optimize and run ONNX models on the CPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "ferry 0.1.0");
+  ferry::cli::Action action;
+  for (const auto& c : kCommands) c.setup(*app.add_subcommand(c.name, c.help), &action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    return action ? action() : 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ferry: internal error: %s\n", e.what());
+    return 70;
+  }
+}

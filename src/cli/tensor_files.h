@@ -1,0 +1,18 @@
+// Reading and writing tensors as files for the CLI: .npy and ONNX TensorProto .pb.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace ferry::cli {
+
+// Reads FILE for a graph input of `type`: .npy (by magic) or .pb (TensorProto, or
+// SequenceProto/OptionalProto for sequence/optional inputs).
+Result<Value> ReadInputFile(const std::string& path, const ir::TypeInfo& type);
+// "<name>" with every char other than [A-Za-z0-9._-] replaced by '_'.
+std::string SanitizeFileName(const std::string& name);
+
+}  // namespace ferry::cli

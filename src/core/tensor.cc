@@ -1,0 +1,105 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <new>
+
+namespace ferry {
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    st[static_cast<size_t>(i)] = st[static_cast<size_t>(i) + 1] * shape[static_cast<size_t>(i) + 1];
+  return st;
+}
+
+namespace {
+constexpr std::align_val_t kAlign{64};
+struct AlignedDelete {
+  void operator()(void* p) const { ::operator delete[](p, kAlign); }
+};
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  size_ = NumElements(shape_);
+  if (dtype_ == DType::kString) {
+    auto* strs = new std::string[static_cast<size_t>(std::max<int64_t>(size_, 1))];
+    owner_ = std::shared_ptr<void>(strs, [](void* p) { delete[] static_cast<std::string*>(p); });
+    data_ = strs;
+    return;
+  }
+  size_t bytes = std::max<size_t>(nbytes(), 1);
+  bytes = (bytes + 63) / 64 * 64;
+  void* p = ::operator new[](bytes, kAlign);
+  std::memset(p, 0, bytes);
+  owner_ = std::shared_ptr<void>(p, AlignedDelete());
+  data_ = p;
+}
+
+Tensor Tensor::View(DType dtype, Shape shape, void* data) {
+  assert(dtype != DType::kString);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.size_ = NumElements(t.shape_);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const {
+  Tensor t = *this;
+  assert(NumElements(shape) == size_);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  if (!defined()) return Tensor();
+  Tensor t(dtype_, shape_);
+  if (dtype_ == DType::kString) {
+    for (int64_t i = 0; i < size_; ++i) t.data<std::string>()[i] = data<std::string>()[i];
+  } else if (size_ > 0) {
+    std::memcpy(t.data_, data_, nbytes());
+  }
+  return t;
+}
+
+double Tensor::GetAsDouble(int64_t i) const {
+  double v = 0;
+  VisitPod(dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    v = static_cast<double>(static_cast<ComputeType<T>>(static_cast<const T*>(data_)[i]));
+  });
+  return v;
+}
+
+int64_t Tensor::GetAsInt64(int64_t i) const {
+  int64_t v = 0;
+  VisitPod(dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    v = static_cast<int64_t>(static_cast<ComputeType<T>>(static_cast<const T*>(data_)[i]));
+  });
+  return v;
+}
+
+std::vector<int64_t> Tensor::ToInt64Vector() const {
+  std::vector<int64_t> out(static_cast<size_t>(size_));
+  for (int64_t i = 0; i < size_; ++i) out[static_cast<size_t>(i)] = GetAsInt64(i);
+  return out;
+}
+
+}  // namespace ferry

@@ -1,0 +1,125 @@
+// Tensor: dtype + shape + a pointer to the elements, either owned (shared storage, cheap to copy)
+// or a view into memory somebody else owns (a session arena). Value: a tensor, a sequence of
+// tensors, or nothing (an empty optional or an omitted input).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace ferry {
+
+using Shape = std::vector<int64_t>;
+
+// Product of dims (1 for a scalar). Callers validate dims are non-negative first.
+int64_t NumElements(const Shape& shape);
+// "[1,3,224,224]"
+std::string ShapeToString(const Shape& shape);
+// Row-major strides in elements.
+std::vector<int64_t> Strides(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates owned, zero-initialised storage (64-byte aligned; strings empty).
+  Tensor(DType dtype, Shape shape);
+  // A non-owning view; `data` must outlive every use of the view. Not for kString.
+  static Tensor View(DType dtype, Shape shape, void* data);
+  // A float/int scalar or vector convenience, mostly for tests.
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values, Shape shape);
+
+  bool defined() const { return dtype_ != DType::kUndefined; }
+  // True when the tensor owns (shares ownership of) its storage; false for views.
+  bool owned() const { return owner_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_[static_cast<size_t>(i)]; }
+  int64_t size() const { return size_; }
+  size_t nbytes() const { return static_cast<size_t>(size_) * DTypeSize(dtype_); }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <typename T>
+  T* data() {
+    assert(DTypeOf<T>() == dtype_);
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* data() const {
+    assert(DTypeOf<T>() == dtype_);
+    return static_cast<const T*>(data_);
+  }
+  template <typename T>
+  std::span<T> span() {
+    return {data<T>(), static_cast<size_t>(size_)};
+  }
+  template <typename T>
+  std::span<const T> span() const {
+    return {data<T>(), static_cast<size_t>(size_)};
+  }
+
+  // Same storage, new shape with the same element count.
+  Tensor Reshaped(Shape shape) const;
+  // Deep copy into owned storage.
+  Tensor Clone() const;
+  // Element i converted to double / int64 (numeric and bool only).
+  double GetAsDouble(int64_t i) const;
+  int64_t GetAsInt64(int64_t i) const;
+  // Values of an integer tensor as int64 (for shape-like inputs).
+  std::vector<int64_t> ToInt64Vector() const;
+
+ private:
+  DType dtype_ = DType::kUndefined;
+  Shape shape_;
+  int64_t size_ = 0;
+  void* data_ = nullptr;
+  std::shared_ptr<void> owner_;
+};
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
+  Tensor t(DTypeOf<T>(), std::move(shape));
+  assert(static_cast<size_t>(t.size()) == values.size());
+  T* d = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) d[i] = values[i];
+  return t;
+}
+
+// A run-time value. ONNX's optional maps to kNone (empty) or to the contained kind.
+class Value {
+ public:
+  enum class Kind { kNone, kTensor, kSequence };
+  Value() = default;
+  Value(Tensor t) : kind_(Kind::kTensor), tensor_(std::move(t)) {}
+  static Value Sequence(std::vector<Tensor> items, DType elem_type) {
+    Value v;
+    v.kind_ = Kind::kSequence;
+    v.sequence_ = std::move(items);
+    v.elem_type_ = elem_type;
+    return v;
+  }
+
+  Kind kind() const { return kind_; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_tensor() const { return kind_ == Kind::kTensor; }
+  bool is_sequence() const { return kind_ == Kind::kSequence; }
+  const Tensor& tensor() const { return tensor_; }
+  Tensor& tensor() { return tensor_; }
+  const std::vector<Tensor>& sequence() const { return sequence_; }
+  std::vector<Tensor>& sequence() { return sequence_; }
+  DType sequence_elem_type() const { return elem_type_; }
+
+ private:
+  Kind kind_ = Kind::kNone;
+  Tensor tensor_;
+  std::vector<Tensor> sequence_;
+  DType elem_type_ = DType::kUndefined;
+};
+
+}  // namespace ferry

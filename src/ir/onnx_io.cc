@@ -1,0 +1,539 @@
+#include "ir/onnx_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>  // defines ONNX_API: must precede the other onnx headers
+#include <onnx/onnx-data.pb.h>
+
+#include "core/npy.h"
+
+namespace ferry::ir {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ImportCtx {
+  std::string base_dir;  // "" = external data refused
+  std::string what;      // file name for messages
+};
+
+Result<std::string> ReadExternal(const onnx::TensorProto& tp, const ImportCtx& ctx) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : tp.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
+    else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+  }
+  if (location.empty())
+    return InvalidError("{}: tensor '{}' has external data without a location", ctx.what, tp.name());
+  if (ctx.base_dir.empty())
+    return InvalidError("{}: tensor '{}' refers to external data '{}' but the model has no folder",
+                        ctx.what, tp.name(), location);
+  fs::path loc(location);
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(fs::path(ctx.base_dir), ec);
+  fs::path full = fs::weakly_canonical(base / loc, ec);
+  auto rel = full.lexically_relative(base);
+  if (loc.is_absolute() || rel.empty() || *rel.begin() == "..")
+    return InvalidError("{}: tensor '{}': external data path '{}' leaves the model's folder", ctx.what,
+                        tp.name(), location);
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(full.string()));
+  if (offset < 0 || static_cast<size_t>(offset) > bytes.size())
+    return InvalidError("{}: tensor '{}': external data offset {} is past the end of '{}'", ctx.what,
+                        tp.name(), offset, location);
+  if (length < 0) length = static_cast<int64_t>(bytes.size()) - offset;
+  if (static_cast<size_t>(offset + length) > bytes.size())
+    return InvalidError("{}: tensor '{}': external data '{}' is truncated ({} bytes at {}, file has {})",
+                        ctx.what, tp.name(), location, length, offset, bytes.size());
+  return bytes.substr(static_cast<size_t>(offset), static_cast<size_t>(length));
+}
+
+Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx) {
+  auto dt = DTypeFromCode(tp.data_type());
+  std::string tname = tp.name().empty() ? std::string("<unnamed>") : tp.name();
+  if (!dt)
+    return UnsupportedError("{}: tensor '{}' has element type code {}, which Ferry does not support",
+                            ctx.what, tname, tp.data_type());
+  Shape shape(tp.dims().begin(), tp.dims().end());
+  for (int64_t d : shape)
+    if (d < 0) return InvalidError("{}: tensor '{}' has a negative dim {}", ctx.what, tname, d);
+  Tensor t(*dt, shape);
+  const int64_t n = t.size();
+  auto size_error = [&](size_t got) {
+    return InvalidError("{}: tensor '{}' of shape {} holds {} values, expected {}", ctx.what, tname,
+                        ShapeToString(shape), got, n);
+  };
+  if (*dt == DType::kString) {
+    if (tp.string_data_size() != n) return size_error(static_cast<size_t>(tp.string_data_size()));
+    for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = tp.string_data(static_cast<int>(i));
+    return t;
+  }
+  const std::string* raw = nullptr;
+  std::string external;
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
+    FERRY_ASSIGN_OR_RETURN(external, ReadExternal(tp, ctx));
+    raw = &external;
+  } else if (tp.has_raw_data()) {
+    raw = &tp.raw_data();
+  }
+  if (raw) {
+    if (raw->size() != t.nbytes())
+      return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}", ctx.what,
+                          tname, DTypeName(*dt), ShapeToString(shape), raw->size(), t.nbytes());
+    if (n > 0) std::memcpy(t.raw(), raw->data(), raw->size());
+    return t;
+  }
+  switch (*dt) {
+    case DType::kFloat:
+      if (tp.float_data_size() != n) return size_error(static_cast<size_t>(tp.float_data_size()));
+      std::copy(tp.float_data().begin(), tp.float_data().end(), t.data<float>());
+      break;
+    case DType::kDouble:
+      if (tp.double_data_size() != n) return size_error(static_cast<size_t>(tp.double_data_size()));
+      std::copy(tp.double_data().begin(), tp.double_data().end(), t.data<double>());
+      break;
+    case DType::kInt64:
+      if (tp.int64_data_size() != n) return size_error(static_cast<size_t>(tp.int64_data_size()));
+      std::copy(tp.int64_data().begin(), tp.int64_data().end(), t.data<int64_t>());
+      break;
+    case DType::kUint32:
+    case DType::kUint64:
+      if (tp.uint64_data_size() != n) return size_error(static_cast<size_t>(tp.uint64_data_size()));
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t v = tp.uint64_data(static_cast<int>(i));
+        if (*dt == DType::kUint32) t.data<uint32_t>()[i] = static_cast<uint32_t>(v);
+        else t.data<uint64_t>()[i] = v;
+      }
+      break;
+    default: {  // int32_data carries int32, int16, int8, uint16, uint8, bool, float16, bfloat16
+      if (tp.int32_data_size() != n) return size_error(static_cast<size_t>(tp.int32_data_size()));
+      size_t es = DTypeSize(*dt);
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v = tp.int32_data(static_cast<int>(i));
+        char* dst = static_cast<char*>(t.raw()) + static_cast<size_t>(i) * es;
+        if (*dt == DType::kBool) {
+          *reinterpret_cast<bool*>(dst) = v != 0;
+        } else if (es == 1) {
+          int8_t b = static_cast<int8_t>(v);
+          std::memcpy(dst, &b, 1);
+        } else if (es == 2) {
+          uint16_t b = static_cast<uint16_t>(v);
+          std::memcpy(dst, &b, 2);
+        } else {
+          std::memcpy(dst, &v, 4);
+        }
+      }
+      break;
+    }
+  }
+  return t;
+}
+
+Result<Tensor> SparseToDense(const onnx::SparseTensorProto& sp, const ImportCtx& ctx) {
+  FERRY_ASSIGN_OR_RETURN(Tensor values, TensorFromProto(sp.values(), ctx));
+  FERRY_ASSIGN_OR_RETURN(Tensor indices, TensorFromProto(sp.indices(), ctx));
+  Shape shape(sp.dims().begin(), sp.dims().end());
+  Tensor dense(values.dtype(), shape);
+  int64_t nnz = values.size();
+  std::vector<int64_t> strides = Strides(shape);
+  size_t es = DTypeSize(values.dtype());
+  int64_t total = dense.size();
+  for (int64_t k = 0; k < nnz; ++k) {
+    int64_t off = 0;
+    if (indices.rank() == 1) {
+      off = indices.GetAsInt64(k);
+    } else {
+      for (size_t d = 0; d < shape.size(); ++d)
+        off += indices.GetAsInt64(k * static_cast<int64_t>(shape.size()) + static_cast<int64_t>(d)) * strides[d];
+    }
+    if (off < 0 || off >= total)
+      return InvalidError("{}: sparse tensor '{}' has an index out of range", ctx.what, sp.values().name());
+    if (values.dtype() == DType::kString)
+      dense.data<std::string>()[off] = values.data<std::string>()[k];
+    else
+      std::memcpy(static_cast<char*>(dense.raw()) + static_cast<size_t>(off) * es,
+                  static_cast<const char*>(values.raw()) + static_cast<size_t>(k) * es, es);
+  }
+  return dense;
+}
+
+TypeInfo TypeFromProto(const onnx::TypeProto& tp) {
+  TypeInfo t;
+  switch (tp.value_case()) {
+    case onnx::TypeProto::kTensorType:
+    case onnx::TypeProto::kSparseTensorType: {
+      const auto& tt = tp.value_case() == onnx::TypeProto::kTensorType ? tp.tensor_type() : onnx::TypeProto::Tensor();
+      t.kind = TypeInfo::Kind::kTensor;
+      int code = tp.value_case() == onnx::TypeProto::kTensorType ? tt.elem_type() : tp.sparse_tensor_type().elem_type();
+      t.raw_elem_code = code;
+      t.elem_type = DTypeFromCode(code).value_or(DType::kUndefined);
+      if (tp.value_case() == onnx::TypeProto::kTensorType && tt.has_shape()) {
+        std::vector<Dim> dims;
+        for (const auto& d : tt.shape().dim()) {
+          Dim dim;
+          if (d.has_dim_value()) dim.value = d.dim_value();
+          else if (d.has_dim_param()) dim.symbol = d.dim_param();
+          dims.push_back(dim);
+        }
+        t.shape = std::move(dims);
+      }
+      break;
+    }
+    case onnx::TypeProto::kSequenceType:
+      t.kind = TypeInfo::Kind::kSequence;
+      t.inner = std::make_shared<TypeInfo>(TypeFromProto(tp.sequence_type().elem_type()));
+      break;
+    case onnx::TypeProto::kOptionalType:
+      t.kind = TypeInfo::Kind::kOptional;
+      t.inner = std::make_shared<TypeInfo>(TypeFromProto(tp.optional_type().elem_type()));
+      break;
+    case onnx::TypeProto::kMapType:
+      t.kind = TypeInfo::Kind::kMap;
+      break;
+    default:
+      break;
+  }
+  return t;
+}
+
+ValueInfo ValueInfoFromProto(const onnx::ValueInfoProto& v) {
+  ValueInfo vi;
+  vi.name = v.name();
+  vi.doc_string = v.doc_string();
+  if (v.has_type()) vi.type = TypeFromProto(v.type());
+  return vi;
+}
+
+Result<std::unique_ptr<Graph>> GraphFromProto(const onnx::GraphProto& gp, const ImportCtx& ctx);
+
+Result<Attribute> AttrFromProto(const onnx::AttributeProto& ap, const ImportCtx& ctx) {
+  Attribute a;
+  a.name = ap.name();
+  a.ref_attr_name = ap.ref_attr_name();
+  a.doc_string = ap.doc_string();
+  switch (ap.type()) {
+    case onnx::AttributeProto::FLOAT: a.type = AttrType::kFloat; a.f = ap.f(); break;
+    case onnx::AttributeProto::INT: a.type = AttrType::kInt; a.i = ap.i(); break;
+    case onnx::AttributeProto::STRING: a.type = AttrType::kString; a.s = ap.s(); break;
+    case onnx::AttributeProto::TENSOR: {
+      a.type = AttrType::kTensor;
+      FERRY_ASSIGN_OR_RETURN(a.t, TensorFromProto(ap.t(), ctx));
+      break;
+    }
+    case onnx::AttributeProto::SPARSE_TENSOR: {
+      a.type = AttrType::kSparseTensor;
+      FERRY_ASSIGN_OR_RETURN(a.t, SparseToDense(ap.sparse_tensor(), ctx));
+      break;
+    }
+    case onnx::AttributeProto::GRAPH: {
+      a.type = AttrType::kGraph;
+      FERRY_ASSIGN_OR_RETURN(a.g, GraphFromProto(ap.g(), ctx));
+      break;
+    }
+    case onnx::AttributeProto::FLOATS: a.type = AttrType::kFloats; a.floats.assign(ap.floats().begin(), ap.floats().end()); break;
+    case onnx::AttributeProto::INTS: a.type = AttrType::kInts; a.ints.assign(ap.ints().begin(), ap.ints().end()); break;
+    case onnx::AttributeProto::STRINGS: a.type = AttrType::kStrings; a.strings.assign(ap.strings().begin(), ap.strings().end()); break;
+    case onnx::AttributeProto::TENSORS:
+      a.type = AttrType::kTensors;
+      for (const auto& t : ap.tensors()) {
+        FERRY_ASSIGN_OR_RETURN(Tensor x, TensorFromProto(t, ctx));
+        a.tensors.push_back(std::move(x));
+      }
+      break;
+    case onnx::AttributeProto::GRAPHS:
+      a.type = AttrType::kGraphs;
+      for (const auto& g : ap.graphs()) {
+        FERRY_ASSIGN_OR_RETURN(auto x, GraphFromProto(g, ctx));
+        a.graphs.push_back(std::move(x));
+      }
+      break;
+    case onnx::AttributeProto::TYPE_PROTO: a.type = AttrType::kTypeProto; a.tp = TypeFromProto(ap.tp()); break;
+    default:
+      if (!ap.ref_attr_name().empty()) break;
+      return UnsupportedError("{}: attribute '{}' has unsupported type {}", ctx.what, ap.name(),
+                              static_cast<int>(ap.type()));
+  }
+  return a;
+}
+
+Result<std::unique_ptr<Graph>> GraphFromProto(const onnx::GraphProto& gp, const ImportCtx& ctx) {
+  auto g = std::make_unique<Graph>();
+  g->name = gp.name();
+  g->doc_string = gp.doc_string();
+  for (const auto& v : gp.input()) g->inputs.push_back(ValueInfoFromProto(v));
+  for (const auto& v : gp.output()) g->outputs.push_back(ValueInfoFromProto(v));
+  for (const auto& v : gp.value_info()) g->value_info.push_back(ValueInfoFromProto(v));
+  for (const auto& tp : gp.initializer()) {
+    FERRY_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, ctx));
+    g->initializers.push_back({tp.name(), std::move(t), tp.doc_string()});
+  }
+  for (const auto& sp : gp.sparse_initializer()) {
+    FERRY_ASSIGN_OR_RETURN(Tensor t, SparseToDense(sp, ctx));
+    g->initializers.push_back({sp.values().name(), std::move(t), ""});
+  }
+  for (const auto& np : gp.node()) {
+    Node n;
+    n.name = np.name();
+    n.op_type = np.op_type();
+    n.domain = np.domain() == "ai.onnx" ? std::string() : np.domain();
+    n.doc_string = np.doc_string();
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    for (const auto& ap : np.attribute()) {
+      auto a = AttrFromProto(ap, ctx);
+      if (!a.ok()) return a.status().With(fmt::format("node {}", n.Describe()));
+      n.attributes.push_back(std::move(a).value());
+    }
+    g->nodes.push_back(std::move(n));
+  }
+  return g;
+}
+
+// ---- export ----
+
+void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* tp) {
+  tp->set_name(name);
+  tp->set_data_type(static_cast<int>(t.dtype()));
+  for (int64_t d : t.shape()) tp->add_dims(d);
+  if (t.dtype() == DType::kString) {
+    for (int64_t i = 0; i < t.size(); ++i) tp->add_string_data(t.data<std::string>()[i]);
+  } else {
+    tp->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+  }
+}
+
+void TypeToProto(const TypeInfo& t, onnx::TypeProto* tp) {
+  switch (t.kind) {
+    case TypeInfo::Kind::kTensor: {
+      auto* tt = tp->mutable_tensor_type();
+      tt->set_elem_type(t.elem_type == DType::kUndefined ? t.raw_elem_code : static_cast<int>(t.elem_type));
+      if (t.shape) {
+        auto* sh = tt->mutable_shape();
+        for (const Dim& d : *t.shape) {
+          auto* dp = sh->add_dim();
+          if (d.value) dp->set_dim_value(*d.value);
+          else if (!d.symbol.empty()) dp->set_dim_param(d.symbol);
+        }
+      }
+      break;
+    }
+    case TypeInfo::Kind::kSequence:
+      if (t.inner) TypeToProto(*t.inner, tp->mutable_sequence_type()->mutable_elem_type());
+      else tp->mutable_sequence_type();
+      break;
+    case TypeInfo::Kind::kOptional:
+      if (t.inner) TypeToProto(*t.inner, tp->mutable_optional_type()->mutable_elem_type());
+      else tp->mutable_optional_type();
+      break;
+    case TypeInfo::Kind::kMap:
+      tp->mutable_map_type();
+      break;
+    default:
+      break;
+  }
+}
+
+void ValueInfoToProto(const ValueInfo& v, onnx::ValueInfoProto* vp) {
+  vp->set_name(v.name);
+  if (!v.doc_string.empty()) vp->set_doc_string(v.doc_string);
+  if (v.type.kind != TypeInfo::Kind::kUnknown) TypeToProto(v.type, vp->mutable_type());
+}
+
+void GraphToProto(const Graph& g, onnx::GraphProto* gp);
+
+void AttrToProto(const Attribute& a, onnx::AttributeProto* ap) {
+  ap->set_name(a.name);
+  if (!a.ref_attr_name.empty()) ap->set_ref_attr_name(a.ref_attr_name);
+  if (!a.doc_string.empty()) ap->set_doc_string(a.doc_string);
+  switch (a.type) {
+    case AttrType::kFloat: ap->set_type(onnx::AttributeProto::FLOAT); ap->set_f(a.f); break;
+    case AttrType::kInt: ap->set_type(onnx::AttributeProto::INT); ap->set_i(a.i); break;
+    case AttrType::kString: ap->set_type(onnx::AttributeProto::STRING); ap->set_s(a.s); break;
+    case AttrType::kTensor: ap->set_type(onnx::AttributeProto::TENSOR); TensorToProto(a.t, "", ap->mutable_t()); break;
+    case AttrType::kSparseTensor: {
+      // Written back as a sparse tensor holding every element (indices in linear form).
+      ap->set_type(onnx::AttributeProto::SPARSE_TENSOR);
+      auto* sp = ap->mutable_sparse_tensor();
+      for (int64_t d : a.t.shape()) sp->add_dims(d);
+      TensorToProto(a.t.Reshaped({a.t.size()}), "", sp->mutable_values());
+      Tensor idx(DType::kInt64, {a.t.size()});
+      for (int64_t i = 0; i < a.t.size(); ++i) idx.data<int64_t>()[i] = i;
+      TensorToProto(idx, "", sp->mutable_indices());
+      break;
+    }
+    case AttrType::kGraph: ap->set_type(onnx::AttributeProto::GRAPH); GraphToProto(*a.g, ap->mutable_g()); break;
+    case AttrType::kFloats: ap->set_type(onnx::AttributeProto::FLOATS); for (float f : a.floats) ap->add_floats(f); break;
+    case AttrType::kInts: ap->set_type(onnx::AttributeProto::INTS); for (int64_t i : a.ints) ap->add_ints(i); break;
+    case AttrType::kStrings: ap->set_type(onnx::AttributeProto::STRINGS); for (const auto& s : a.strings) ap->add_strings(s); break;
+    case AttrType::kTensors: ap->set_type(onnx::AttributeProto::TENSORS); for (const auto& t : a.tensors) TensorToProto(t, "", ap->add_tensors()); break;
+    case AttrType::kGraphs: ap->set_type(onnx::AttributeProto::GRAPHS); for (const auto& g : a.graphs) GraphToProto(*g, ap->add_graphs()); break;
+    case AttrType::kTypeProto: ap->set_type(onnx::AttributeProto::TYPE_PROTO); TypeToProto(a.tp, ap->mutable_tp()); break;
+    default: break;
+  }
+}
+
+void GraphToProto(const Graph& g, onnx::GraphProto* gp) {
+  gp->set_name(g.name);
+  if (!g.doc_string.empty()) gp->set_doc_string(g.doc_string);
+  for (const auto& n : g.nodes) {
+    auto* np = gp->add_node();
+    if (!n.name.empty()) np->set_name(n.name);
+    np->set_op_type(n.op_type);
+    if (!n.domain.empty()) np->set_domain(n.domain);
+    if (!n.doc_string.empty()) np->set_doc_string(n.doc_string);
+    for (const auto& i : n.inputs) np->add_input(i);
+    for (const auto& o : n.outputs) np->add_output(o);
+    for (const auto& a : n.attributes) AttrToProto(a, np->add_attribute());
+  }
+  for (const auto& i : g.initializers) {
+    TensorToProto(i.tensor, i.name, gp->add_initializer());
+    if (!i.doc_string.empty()) gp->mutable_initializer(gp->initializer_size() - 1)->set_doc_string(i.doc_string);
+  }
+  for (const auto& v : g.inputs) ValueInfoToProto(v, gp->add_input());
+  for (const auto& v : g.outputs) ValueInfoToProto(v, gp->add_output());
+  for (const auto& v : g.value_info) ValueInfoToProto(v, gp->add_value_info());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::string& base_dir,
+                                          const std::string& what) {
+  onnx::ModelProto mp;
+  if (bytes.empty()) return InvalidError("{}: the file is empty, not an ONNX model", what);
+  if (!mp.ParseFromString(bytes))
+    return InvalidError("{}: not a valid ONNX model (protobuf parse failed: truncated or corrupt file)", what);
+  if (!mp.has_graph() || mp.opset_import_size() == 0 || mp.ir_version() <= 0)
+    return InvalidError("{}: not a valid ONNX model (missing graph, ir_version or opset_import)", what);
+  ImportCtx ctx{base_dir, what};
+  auto m = std::make_unique<Model>();
+  m->ir_version = mp.ir_version();
+  for (const auto& o : mp.opset_import())
+    m->opset_imports.push_back({o.domain() == "ai.onnx" ? std::string() : o.domain(), o.version()});
+  m->producer_name = mp.producer_name();
+  m->producer_version = mp.producer_version();
+  m->domain = mp.domain();
+  m->model_version = mp.model_version();
+  m->doc_string = mp.doc_string();
+  for (const auto& kv : mp.metadata_props()) m->metadata.emplace_back(kv.key(), kv.value());
+  for (const auto& f : mp.functions()) {
+    m->functions_serialized.push_back(f.SerializeAsString());
+    m->function_names.push_back(f.domain() + ":" + f.name());
+  }
+  FERRY_ASSIGN_OR_RETURN(auto g, GraphFromProto(mp.graph(), ctx));
+  m->graph = std::move(*g);
+  return m;
+}
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return InvalidError("model file '{}' does not exist", path);
+  if (fs::is_directory(path, ec)) return InvalidError("model path '{}' is a directory, not an .onnx file", path);
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  return ParseModel(bytes, dir, path);
+}
+
+std::string SerializeModel(const Model& m) {
+  onnx::ModelProto mp;
+  mp.set_ir_version(m.ir_version);
+  for (const auto& o : m.opset_imports) {
+    auto* op = mp.add_opset_import();
+    op->set_domain(o.domain);
+    op->set_version(o.version);
+  }
+  if (!m.producer_name.empty()) mp.set_producer_name(m.producer_name);
+  if (!m.producer_version.empty()) mp.set_producer_version(m.producer_version);
+  if (!m.domain.empty()) mp.set_domain(m.domain);
+  if (m.model_version) mp.set_model_version(m.model_version);
+  if (!m.doc_string.empty()) mp.set_doc_string(m.doc_string);
+  for (const auto& [k, v] : m.metadata) {
+    auto* kv = mp.add_metadata_props();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  for (const auto& f : m.functions_serialized) mp.add_functions()->ParseFromString(f);
+  GraphToProto(m.graph, mp.mutable_graph());
+  std::string out;
+  google::protobuf::io::StringOutputStream sos(&out);
+  google::protobuf::io::CodedOutputStream cos(&sos);
+  cos.SetSerializationDeterministic(true);
+  mp.SerializeToCodedStream(&cos);
+  cos.Trim();
+  return out;
+}
+
+Status SaveModel(const Model& m, const std::string& path) { return WriteFileAtomic(path, SerializeModel(m)); }
+
+Result<Tensor> ParseTensorProto(const std::string& bytes, const std::string& what) {
+  onnx::TensorProto tp;
+  if (!tp.ParseFromString(bytes)) return InvalidError("'{}' is not a valid TensorProto .pb file", what);
+  ImportCtx ctx{"", what};
+  return TensorFromProto(tp, ctx);
+}
+
+Result<Tensor> ReadTensorPb(const std::string& path) {
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+  return ParseTensorProto(bytes, path);
+}
+
+std::string TensorPbName(const std::string& path) {
+  auto bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return "";
+  onnx::TensorProto tp;
+  if (!tp.ParseFromString(bytes.value())) return "";
+  return tp.name();
+}
+
+std::string SerializeTensorProto(const Tensor& t, const std::string& name) {
+  onnx::TensorProto tp;
+  TensorToProto(t, name, &tp);
+  return tp.SerializeAsString();
+}
+
+namespace {
+Result<Value> ValueFromSequence(const onnx::SequenceProto& sp, const ImportCtx& ctx) {
+  std::vector<Tensor> items;
+  for (const auto& t : sp.tensor_values()) {
+    FERRY_ASSIGN_OR_RETURN(Tensor x, TensorFromProto(t, ctx));
+    items.push_back(std::move(x));
+  }
+  DType et = DTypeFromCode(sp.elem_type()).value_or(DType::kUndefined);
+  if (!items.empty()) et = items[0].dtype();
+  return Value::Sequence(std::move(items), et);
+}
+}  // namespace
+
+Result<Value> ReadValuePb(const std::string& path, const TypeInfo& type) {
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+  ImportCtx ctx{"", path};
+  if (type.kind == TypeInfo::Kind::kSequence) {
+    onnx::SequenceProto sp;
+    if (!sp.ParseFromString(bytes)) return InvalidError("'{}' is not a valid SequenceProto .pb file", path);
+    return ValueFromSequence(sp, ctx);
+  }
+  if (type.kind == TypeInfo::Kind::kOptional) {
+    onnx::OptionalProto op;
+    if (op.ParseFromString(bytes) && op.elem_type() != onnx::OptionalProto::UNDEFINED) {
+      if (op.has_tensor_value()) {
+        FERRY_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(op.tensor_value(), ctx));
+        return Value(std::move(t));
+      }
+      if (op.has_sequence_value()) return ValueFromSequence(op.sequence_value(), ctx);
+      return Value();
+    }
+    if (op.ParseFromString(bytes) && !op.has_tensor_value() && !op.has_sequence_value() && bytes.size() < 64 &&
+        op.elem_type() == onnx::OptionalProto::UNDEFINED && !op.name().empty())
+      return Value();
+  }
+  FERRY_ASSIGN_OR_RETURN(Tensor t, ParseTensorProto(bytes, path));
+  return Value(std::move(t));
+}
+
+}  // namespace ferry::ir

@@ -1,0 +1,16 @@
+// Reference kernels: see families.inc for this file's scope.
+#include "ops/reference/common.h"
+
+namespace ferry::ops {
+
+namespace {
+
+constexpr OpDef kOps[] = {
+    {"", "__placeholder_PoolOps", 1, nullptr, nullptr, nullptr},
+};
+
+}  // namespace
+
+std::span<const OpDef> PoolOps() { return std::span<const OpDef>(kOps).subspan(1); }
+
+}  // namespace ferry::ops

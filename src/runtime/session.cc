@@ -1,0 +1,463 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "core/thread_pool.h"
+#include "ops/op.h"
+#include "ops/registry.h"
+
+namespace ferry::runtime {
+
+struct SessionShared {
+  const ir::Model* model = nullptr;
+  std::unique_ptr<ThreadPool> pool;
+  uint64_t seed = 0;
+};
+
+namespace {
+
+struct ArenaSlot {
+  size_t offset = 0, size = 0;
+};
+
+struct ArenaPlan {
+  std::vector<ArenaSlot> slots;  // per value id; size 0 = not in the arena
+  size_t total = 0;
+  std::unique_ptr<std::byte[], void (*)(std::byte*)> buffer{nullptr, [](std::byte*) {}};
+  std::byte* base = nullptr;
+};
+
+// Names a graph reads that it does not define itself (outer-scope references), recursively
+// through nested subgraphs.
+void CollectFreeNames(const ir::Graph& g, std::set<std::string>* out) {
+  std::set<std::string> defined;
+  for (const auto& v : g.inputs) defined.insert(v.name);
+  for (const auto& i : g.initializers) defined.insert(i.name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) defined.insert(o);
+  auto read = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name)) out->insert(name);
+  };
+  for (const auto& n : g.nodes) {
+    for (const auto& i : n.inputs) read(i);
+    for (const auto& a : n.attributes) {
+      std::set<std::string> inner;
+      if (a.g) CollectFreeNames(*a.g, &inner);
+      for (const auto& sg : a.graphs) CollectFreeNames(*sg, &inner);
+      for (const auto& name : inner) read(name);
+    }
+  }
+  for (const auto& o : g.outputs) read(o.name);
+}
+
+}  // namespace
+
+struct Frame;
+
+class GraphExecutor {
+ public:
+  GraphExecutor(const ir::Graph& g, SessionShared* shared) : graph_(g), shared_(shared) {}
+
+  // `outer` = names visible from enclosing scopes (empty for the main graph).
+  Status Build(const std::set<std::string>& outer);
+  Status Run(const Frame* parent, std::span<const Value> inputs, std::vector<Value>* outputs, const RunOptions* opts);
+
+  const ir::Graph& graph() const { return graph_; }
+  int IdOf(const std::string& name) const {
+    auto it = ids_.find(name);
+    return it == ids_.end() ? -1 : it->second;
+  }
+  size_t arena_bytes() const {
+    size_t b = 0;
+    for (const auto& [k, p] : plans_) b += p.total;
+    return b;
+  }
+
+ private:
+  struct Step {
+    const ir::Node* node = nullptr;
+    const ops::OpDef* def = nullptr;
+    int64_t opset = 0;
+    std::vector<int> inputs, outputs;
+    std::vector<int> frees;  // values last read here
+    std::map<std::string, std::unique_ptr<GraphExecutor>, std::less<>> subgraphs;
+  };
+  int Intern(const std::string& name) {
+    auto [it, inserted] = ids_.emplace(name, static_cast<int>(names_.size()));
+    if (inserted) names_.push_back(name);
+    return it->second;
+  }
+  ArenaPlan MakePlan(const std::vector<size_t>& sizes, const std::vector<int>& first, const std::vector<int>& last) const;
+
+  const ir::Graph& graph_;
+  SessionShared* shared_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, int> ids_;
+  std::vector<int> input_ids_, output_ids_;
+  std::vector<std::pair<int, Value>> constants_;
+  std::vector<std::pair<int, std::string>> outer_;  // ids read from enclosing scopes
+  std::vector<Step> steps_;
+  std::vector<bool> is_output_;
+  std::map<std::string, ArenaPlan> plans_;
+};
+
+struct Frame {
+  const GraphExecutor* exec;
+  std::vector<Value> values;
+  const Frame* parent;
+};
+
+namespace {
+
+class Runner final : public ops::SubgraphRunner {
+ public:
+  Runner(GraphExecutor* e, const Frame* f, const RunOptions* o) : exec_(e), frame_(f), opts_(o) {}
+  const ir::Graph& graph() const override { return exec_->graph(); }
+  Status Run(std::span<const Value> inputs, std::vector<Value>* outputs) override {
+    return exec_->Run(frame_, inputs, outputs, nullptr);
+  }
+
+ private:
+  GraphExecutor* exec_;
+  const Frame* frame_;
+  const RunOptions* opts_;
+};
+
+std::string Signature(std::span<const Value> inputs) {
+  std::string s;
+  for (const auto& v : inputs) {
+    if (v.is_tensor()) s += std::to_string(static_cast<int>(v.tensor().dtype())) + ShapeToString(v.tensor().shape());
+    else s += v.is_sequence() ? "S" : "N";
+    s += ";";
+  }
+  return s;
+}
+
+}  // namespace
+
+Status GraphExecutor::Build(const std::set<std::string>& outer) {
+  const auto& reg = ops::Registry::Get();
+  const ir::Model& model = *shared_->model;
+  std::set<std::string> visible = outer;
+  for (const auto& v : graph_.inputs) {
+    input_ids_.push_back(Intern(v.name));
+    visible.insert(v.name);
+  }
+  for (const auto& init : graph_.initializers) {
+    constants_.emplace_back(Intern(init.name), Value(init.tensor));
+    visible.insert(init.name);
+  }
+  // Which node produces each name.
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t k = 0; k < graph_.nodes.size(); ++k)
+    for (const auto& o : graph_.nodes[k].outputs)
+      if (!o.empty()) {
+        if (producer.count(o) || visible.count(o) && !outer.count(o))
+          return InvalidError("{}: output '{}' is produced more than once", graph_.nodes[k].Describe(), o);
+        producer[o] = k;
+      }
+  // Dependencies per node (explicit inputs + outer-scope names its subgraphs read).
+  std::vector<std::vector<std::string>> reads(graph_.nodes.size());
+  for (size_t k = 0; k < graph_.nodes.size(); ++k) {
+    const ir::Node& n = graph_.nodes[k];
+    for (const auto& i : n.inputs)
+      if (!i.empty()) reads[k].push_back(i);
+    for (const auto& a : n.attributes) {
+      std::set<std::string> inner;
+      if (a.g) CollectFreeNames(*a.g, &inner);
+      for (const auto& sg : a.graphs) CollectFreeNames(*sg, &inner);
+      for (const auto& name : inner) reads[k].push_back(name);
+    }
+    for (const auto& r : reads[k])
+      if (!producer.count(r) && !visible.count(r))
+        return InvalidError("{}: reads tensor '{}', which no node, graph input or initializer produces", n.Describe(), r);
+  }
+  // Kahn's algorithm, stable in listed order.
+  std::vector<int> indeg(graph_.nodes.size(), 0);
+  std::vector<std::vector<size_t>> users(graph_.nodes.size());
+  for (size_t k = 0; k < graph_.nodes.size(); ++k) {
+    std::set<size_t> deps;
+    for (const auto& r : reads[k]) {
+      auto it = producer.find(r);
+      if (it != producer.end()) deps.insert(it->second);
+    }
+    for (size_t d : deps) {
+      if (d == k) return InvalidError("{}: reads its own output", graph_.nodes[k].Describe());
+      users[d].push_back(k);
+      ++indeg[k];
+    }
+  }
+  std::vector<size_t> order;
+  std::set<size_t> ready;
+  for (size_t k = 0; k < graph_.nodes.size(); ++k)
+    if (indeg[k] == 0) ready.insert(k);
+  while (!ready.empty()) {
+    size_t k = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(k);
+    for (size_t u : users[k])
+      if (--indeg[u] == 0) ready.insert(u);
+  }
+  if (order.size() != graph_.nodes.size()) {
+    for (size_t k = 0; k < graph_.nodes.size(); ++k)
+      if (indeg[k] > 0) return InvalidError("{}: is part of a cycle", graph_.nodes[k].Describe());
+  }
+  // Steps.
+  for (size_t k : order) {
+    const ir::Node& n = graph_.nodes[k];
+    Step st;
+    st.node = &n;
+    auto opset = model.OpsetFor(n.domain);
+    std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
+    if (!opset)
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("{}: operator '{}' is in domain '{}', which the model does not import", n.Describe(),
+                                n.op_type, dom));
+    st.opset = *opset;
+    st.def = reg.Find(n.domain, n.op_type, *opset);
+    if (!st.def || !st.def->prepare || !st.def->run)
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("{}: unsupported operator '{}' (domain '{}', opset {})", n.Describe(), n.op_type, dom, *opset));
+    for (const auto& i : n.inputs) st.inputs.push_back(i.empty() ? -1 : Intern(i));
+    for (const auto& o : n.outputs) st.outputs.push_back(o.empty() ? -1 : Intern(o));
+    std::set<std::string> sub_visible = visible;
+    for (const auto& [name, p] : producer) sub_visible.insert(name);
+    for (const auto& a : n.attributes) {
+      if (a.g) {
+        auto sub = std::make_unique<GraphExecutor>(*a.g, shared_);
+        FERRY_RETURN_IF_ERROR(sub->Build(sub_visible).With(n.Describe() + " attribute '" + a.name + "'"));
+        st.subgraphs.emplace(a.name, std::move(sub));
+      }
+    }
+    steps_.push_back(std::move(st));
+  }
+  for (const auto& o : graph_.outputs) {
+    if (!producer.count(o.name) && !visible.count(o.name))
+      return InvalidError("graph output '{}' is not produced by any node, input or initializer", o.name);
+    output_ids_.push_back(Intern(o.name));
+  }
+  // Names read from enclosing scopes (here or in nested subgraphs) are copied in by name.
+  {
+    std::set<std::string> free;
+    CollectFreeNames(graph_, &free);
+    for (const auto& name : free) outer_.emplace_back(Intern(name), name);
+  }
+  // Liveness: the last step reading each value frees it (graph outputs are never freed).
+  is_output_.assign(names_.size(), false);
+  for (int id : output_ids_) is_output_[static_cast<size_t>(id)] = true;
+  std::vector<int> last(names_.size(), -1);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const ir::Node& n = *steps_[s].node;
+    size_t k = static_cast<size_t>(&n - graph_.nodes.data());
+    for (const auto& r : reads[k]) {
+      auto it = ids_.find(r);
+      if (it != ids_.end()) last[static_cast<size_t>(it->second)] = static_cast<int>(s);
+    }
+  }
+  for (size_t id = 0; id < names_.size(); ++id)
+    if (last[id] >= 0 && !is_output_[id]) steps_[static_cast<size_t>(last[id])].frees.push_back(static_cast<int>(id));
+  return Status::Ok();
+}
+
+ArenaPlan GraphExecutor::MakePlan(const std::vector<size_t>& sizes, const std::vector<int>& first,
+                                  const std::vector<int>& last) const {
+  ArenaPlan plan;
+  plan.slots.assign(sizes.size(), {});
+  std::vector<size_t> order;
+  for (size_t id = 0; id < sizes.size(); ++id)
+    if (sizes[id] > 0) order.push_back(id);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::vector<size_t> placed;
+  for (size_t id : order) {
+    size_t need = (sizes[id] + 63) / 64 * 64;
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping lifetimes
+    for (size_t p : placed)
+      if (!(last[p] < first[id] || last[id] < first[p]))
+        busy.emplace_back(plan.slots[p].offset, plan.slots[p].offset + (plan.slots[p].size + 63) / 64 * 64);
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0;
+    for (auto [b, e] : busy) {
+      if (off + need <= b) break;
+      off = std::max(off, e);
+    }
+    plan.slots[id] = {off, sizes[id]};
+    plan.total = std::max(plan.total, off + need);
+    placed.push_back(id);
+  }
+  if (plan.total > 0) {
+    auto* p = static_cast<std::byte*>(::operator new[](plan.total, std::align_val_t(64)));
+    plan.buffer = std::unique_ptr<std::byte[], void (*)(std::byte*)>(
+        p, [](std::byte* q) { ::operator delete[](q, std::align_val_t(64)); });
+    plan.base = p;
+  }
+  return plan;
+}
+
+Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs, std::vector<Value>* outputs,
+                          const RunOptions* opts) {
+  Frame frame{this, std::vector<Value>(names_.size()), parent};
+  for (const auto& [id, v] : constants_) frame.values[static_cast<size_t>(id)] = v;
+  for (size_t i = 0; i < input_ids_.size() && i < inputs.size(); ++i)
+    frame.values[static_cast<size_t>(input_ids_[i])] = inputs[i];
+  for (const auto& [id, name] : outer_) {
+    for (const Frame* f = parent; f; f = f->parent) {
+      int pid = f->exec->IdOf(name);
+      if (pid >= 0 && !f->values[static_cast<size_t>(pid)].is_none()) {
+        frame.values[static_cast<size_t>(id)] = f->values[static_cast<size_t>(pid)];
+        break;
+      }
+    }
+  }
+  std::string sig = Signature(inputs);
+  auto pit = plans_.find(sig);
+  ArenaPlan* plan = pit == plans_.end() ? nullptr : &pit->second;
+  std::vector<size_t> sizes;
+  std::vector<int> first, last;
+  if (!plan) {
+    sizes.assign(names_.size(), 0);
+    first.assign(names_.size(), 0);
+    last.assign(names_.size(), static_cast<int>(steps_.size()));
+  }
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    Step& st = steps_[s];
+    std::vector<const Value*> ins;
+    for (int id : st.inputs) ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+    std::vector<Value> outs(st.outputs.size());
+    ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
+    ctx.set_pool(shared_->pool.get());
+    ctx.set_seed(shared_->seed);
+    std::vector<std::unique_ptr<Runner>> runners;
+    ctx.set_subgraphs([&](std::string_view attr) -> ops::SubgraphRunner* {
+      auto it = st.subgraphs.find(attr);
+      if (it == st.subgraphs.end()) return nullptr;
+      runners.push_back(std::make_unique<Runner>(it->second.get(), &frame, opts));
+      return runners.back().get();
+    });
+    auto alloc = [&](size_t k, DType dt, const Shape& shape) -> Tensor {
+      int id = k < st.outputs.size() ? st.outputs[k] : -1;
+      if (id >= 0 && dt != DType::kString && !is_output_[static_cast<size_t>(id)]) {
+        size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dt);
+        if (plan) {
+          const ArenaSlot& slot = plan->slots[static_cast<size_t>(id)];
+          if (bytes > 0 && bytes <= slot.size) return Tensor::View(dt, shape, plan->base + slot.offset);
+        } else {
+          sizes[static_cast<size_t>(id)] = bytes;
+          first[static_cast<size_t>(id)] = static_cast<int>(s);
+        }
+      }
+      return Tensor(dt, shape);
+    };
+    ctx.set_allocator(alloc);
+    Status status = st.def->prepare(ctx);
+    if (!status.ok()) return status;
+    const auto& decl = ctx.declared();
+    for (size_t k = 0; k < decl.size(); ++k) {
+      if (!decl[k].set) continue;
+      for (int64_t d : decl[k].shape)
+        if (d < 0) return InvalidError("{}: output {} would have a negative dim ({})", st.node->Describe(), k, ShapeToString(decl[k].shape));
+      outs[k] = Value(alloc(k, decl[k].dtype, decl[k].shape));
+    }
+    st.def->run(ctx);
+    if (!ctx.run_status().ok()) return ctx.run_status();
+    for (size_t k = 0; k < st.outputs.size(); ++k) {
+      if (st.outputs[k] < 0) continue;
+      frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
+      if (opts && opts->observer) opts->observer(*st.node, st.node->outputs[k], frame.values[static_cast<size_t>(st.outputs[k])]);
+    }
+    for (int id : st.frees) {
+      if (!plan) last[static_cast<size_t>(id)] = static_cast<int>(s);
+      frame.values[static_cast<size_t>(id)] = Value();
+    }
+  }
+  outputs->clear();
+  for (int id : output_ids_) {
+    Value v = frame.values[static_cast<size_t>(id)];
+    if (v.is_tensor() && !v.tensor().owned()) v = Value(v.tensor().Clone());
+    for (auto& t : v.sequence())
+      if (!t.owned()) t = t.Clone();
+    outputs->push_back(std::move(v));
+  }
+  if (!plan) {
+    // Values freed before their producer ran, or never freed, keep conservative lifetimes.
+    for (size_t id = 0; id < sizes.size(); ++id)
+      if (last[id] < first[id]) last[id] = first[id];
+    plans_.emplace(sig, MakePlan(sizes, first, last));
+  }
+  return Status::Ok();
+}
+
+Session::~Session() = default;
+
+Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model> model, SessionOptions options) {
+  std::unique_ptr<Session> s(new Session());
+  s->model_ = std::move(model);
+  s->shared_ = std::make_unique<SessionShared>();
+  s->shared_->model = s->model_.get();
+  s->shared_->pool = std::make_unique<ThreadPool>(options.threads);
+  s->shared_->seed = options.seed;
+  for (const auto& vi : s->model_->graph.inputs) s->inputs_.push_back(&vi);
+  s->root_ = std::make_unique<GraphExecutor>(s->model_->graph, s->shared_.get());
+  FERRY_RETURN_IF_ERROR(s->root_->Build({}));
+  return s;
+}
+
+size_t Session::arena_bytes() const { return root_->arena_bytes(); }
+int Session::threads() const { return shared_->pool->num_threads(); }
+
+namespace {
+Status CheckInput(const ir::ValueInfo& vi, const Value& v) {
+  const ir::TypeInfo& t = vi.type;
+  if (t.kind == ir::TypeInfo::Kind::kTensor) {
+    if (!v.is_tensor())
+      return InvalidError("input '{}': expected a tensor {}, got {}", vi.name, t.ToString(), v.is_sequence() ? "a sequence" : "nothing");
+    const Tensor& x = v.tensor();
+    if (t.elem_type != DType::kUndefined && x.dtype() != t.elem_type)
+      return InvalidError("input '{}': expected dtype {}, got {} (shape {})", vi.name, DTypeName(t.elem_type),
+                          DTypeName(x.dtype()), ShapeToString(x.shape()));
+    if (t.shape) {
+      bool ok = t.shape->size() == x.shape().size();
+      for (size_t i = 0; ok && i < t.shape->size(); ++i)
+        if ((*t.shape)[i].value && *(*t.shape)[i].value != x.shape()[i]) ok = false;
+      if (!ok) return InvalidError("input '{}': expected shape {}, got {}", vi.name, t.ToString(), ShapeToString(x.shape()));
+    }
+  } else if (t.kind == ir::TypeInfo::Kind::kSequence && !v.is_sequence()) {
+    return InvalidError("input '{}': expected {}, got {}", vi.name, t.ToString(), v.is_tensor() ? "a tensor" : "nothing");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string, Value>>& inputs, const RunOptions& options) {
+  const ir::Graph& g = model_->graph;
+  std::vector<Value> ordered(g.inputs.size());
+  std::vector<bool> fed(g.inputs.size(), false);
+  for (const auto& [name, v] : inputs) {
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ir::ValueInfo& vi) { return vi.name == name; });
+    if (it == g.inputs.end()) {
+      std::string names;
+      for (const auto* vi : g.RealInputs()) names += (names.empty() ? "" : ", ") + vi->name;
+      return InvalidError("unknown input '{}' (the model's inputs are: {})", name, names);
+    }
+    size_t k = static_cast<size_t>(it - g.inputs.begin());
+    FERRY_RETURN_IF_ERROR(CheckInput(*it, v));
+    ordered[k] = v;
+    fed[k] = true;
+  }
+  for (size_t k = 0; k < g.inputs.size(); ++k) {
+    if (fed[k]) continue;
+    const ir::Initializer* init = g.FindInitializer(g.inputs[k].name);
+    if (init) {
+      ordered[k] = Value(init->tensor);
+    } else if (g.inputs[k].type.kind != ir::TypeInfo::Kind::kOptional) {
+      return InvalidError("missing input '{}' ({})", g.inputs[k].name, g.inputs[k].type.ToString());
+    }
+  }
+  std::vector<Value> outs;
+  FERRY_RETURN_IF_ERROR(root_->Run(nullptr, ordered, &outs, &options));
+  return outs;
+}
+
+}  // namespace ferry::runtime

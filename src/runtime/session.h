@@ -1,0 +1,67 @@
+// Session: prepares a model once and runs it many times.
+//
+// Create() checks the graph: topological order (any listed order is accepted and sorted),
+// every value read is produced by an input, initializer or node, every op is supported at the
+// model's opset. Run() validates the inputs (names, dtypes, shapes against the declared
+// ones), then executes node by node. Intermediate tensors live in one arena per input-shape
+// signature, planned from tensor liveness after the first run with that signature; a tensor
+// larger than its planned slot (data-dependent shapes) falls back to its own allocation.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace ferry::runtime {
+
+struct SessionOptions {
+  int threads = 0;    // 0: one per core
+  uint64_t seed = 0;  // for random ops without a seed attribute
+};
+
+// Called after each top-level node with each of its outputs (for verify and calibration).
+// The value is valid only during the call.
+using NodeObserver = std::function<void(const ir::Node& node, const std::string& output_name, const Value& value)>;
+
+struct RunOptions {
+  NodeObserver observer;
+};
+
+class GraphExecutor;
+
+class Session {
+ public:
+  // The model is shared read-only; many sessions may run one model.
+  static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const ir::Model> model, SessionOptions options = {});
+  ~Session();
+
+  const ir::Model& model() const { return *model_; }
+  // Graph inputs a caller must (or may, for initializer-backed ones) feed, in graph order.
+  const std::vector<const ir::ValueInfo*>& inputs() const { return inputs_; }
+  const std::vector<ir::ValueInfo>& outputs() const { return model_->graph.outputs; }
+
+  // Runs with inputs by name; returns the graph outputs in graph order (owned values).
+  // Errors: kInvalid for an unknown/missing input or a wrong dtype/shape (naming the input,
+  // expected vs got), or any node's failure (naming the node).
+  Result<std::vector<Value>> Run(const std::vector<std::pair<std::string, Value>>& inputs,
+                                 const RunOptions& options = {});
+
+  // Bytes of the arenas planned so far (all signatures).
+  size_t arena_bytes() const;
+  int threads() const;
+
+ private:
+  Session() = default;
+  std::shared_ptr<const ir::Model> model_;
+  std::vector<const ir::ValueInfo*> inputs_;
+  std::unique_ptr<struct SessionShared> shared_;
+  std::unique_ptr<GraphExecutor> root_;
+};
+
+}  // namespace ferry::runtime
