@@ -2,7 +2,6 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
-PYPI_NODE   = $(CURDIR)/.venv/lib/python3.11/site-packages/onnx/backend/test/data/node
 CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON \
               -DFERRY_PYPI_NODE_DIR=$$(ls -d $(CURDIR)/.venv/lib/python3*/site-packages/onnx/backend/test/data/node 2>/dev/null | head -1)
 
@@ -29,7 +28,8 @@ test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 sanitize: deps
-	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) -DFERRY_SANITIZE=ON >/dev/null
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) -DFERRY_SANITIZE=ON -DFERRY_PYPI_NODE_DIR= \
+	  -DFERRY_MODEL_CACHE=$(CURDIR)/$(BUILD)/models >/dev/null
 	ninja -C $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j 1 -E differential

@@ -58,7 +58,13 @@ struct Comparison {
   std::string problem;  // shape/dtype/kind mismatch
 };
 
-void CompareTensors(const Tensor& got, const Tensor& want, double rtol, double atol, Comparison* c) {
+void CompareTensors(const Tensor& got_in, const Tensor& want, double rtol, double atol, Comparison* c) {
+  Tensor got = got_in;
+  if (got.dtype() == DType::kBFloat16 && want.dtype() == DType::kUint16) {
+    // Expected bfloat16 values stored as their uint16 bits (numpy has no bfloat16): compare bits.
+    got = Tensor(DType::kUint16, got_in.shape());
+    CopyBits(got_in, &got);
+  }
   if (got.dtype() != want.dtype()) {
     c->ok = false;
     c->problem = fmt::format("dtype {} vs expected {}", DTypeName(got.dtype()), DTypeName(want.dtype()));

@@ -1,5 +1,6 @@
 #include "cli/tensor_files.h"
 
+#include <cstring>
 #include <filesystem>
 
 #include "core/npy.h"
@@ -7,7 +8,13 @@
 
 namespace ferry::cli {
 
-Result<Value> ReadInputFile(const std::string& path, const ir::TypeInfo& type) {
+void CopyBits(const Tensor& from, Tensor* to) {
+  if (from.nbytes() == to->nbytes() && from.nbytes() > 0) std::memcpy(to->raw(), from.raw(), from.nbytes());
+}
+
+namespace {
+
+Result<Value> ReadValueFile(const std::string& path, const ir::TypeInfo& type) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return InvalidError("input file '{}' does not exist", path);
   FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
@@ -18,6 +25,25 @@ Result<Value> ReadInputFile(const std::string& path, const ir::TypeInfo& type) {
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0)
     return InvalidError("'{}' is not a valid .npy file (missing \\x93NUMPY magic)", path);
   return ir::ReadValuePb(path, type);
+}
+
+// numpy has no bfloat16: a uint16 tensor fed to a bfloat16 input holds the raw bits (this is how
+// the ONNX test data and Ferry's own .npy outputs store bfloat16).
+Value AdaptBFloat16(Value v, const ir::TypeInfo& type) {
+  if (v.is_tensor() && type.kind == ir::TypeInfo::Kind::kTensor && type.elem_type == DType::kBFloat16 &&
+      v.tensor().dtype() == DType::kUint16) {
+    Tensor t(DType::kBFloat16, v.tensor().shape());
+    CopyBits(v.tensor(), &t);
+    return Value(std::move(t));
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<Value> ReadInputFile(const std::string& path, const ir::TypeInfo& type) {
+  FERRY_ASSIGN_OR_RETURN(Value v, ReadValueFile(path, type));
+  return AdaptBFloat16(std::move(v), type);
 }
 
 std::string SanitizeFileName(const std::string& name) {

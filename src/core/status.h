@@ -90,9 +90,12 @@ class [[nodiscard]] Result {
   auto tmp = (expr);                                \
   if (!tmp.ok()) return tmp.status();               \
   lhs = std::move(tmp).value()
+// The counter is expanded once, as a plain argument, so every use of `tmp` names one variable
+// even when the macro call spans several lines.
+#define FERRY_ASSIGN_OR_RETURN_N(lhs, expr, n) \
+  FERRY_ASSIGN_OR_RETURN_IMPL(FERRY_CONCAT(_ferry_res_, n), lhs, expr)
 
 // `FERRY_ASSIGN_OR_RETURN(auto x, MakeX());`
-#define FERRY_ASSIGN_OR_RETURN(lhs, expr) \
-  FERRY_ASSIGN_OR_RETURN_IMPL(FERRY_CONCAT(_res_, __LINE__), lhs, expr)
+#define FERRY_ASSIGN_OR_RETURN(lhs, expr) FERRY_ASSIGN_OR_RETURN_N(lhs, expr, __COUNTER__)
 
 }  // namespace ferry

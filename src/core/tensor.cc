@@ -1,6 +1,8 @@
 #include "core/tensor.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace ferry {
@@ -91,7 +93,16 @@ int64_t Tensor::GetAsInt64(int64_t i) const {
   int64_t v = 0;
   VisitPod(dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    v = static_cast<int64_t>(static_cast<ComputeType<T>>(static_cast<const T*>(data_)[i]));
+    auto x = static_cast<ComputeType<T>>(static_cast<const T*>(data_)[i]);
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      // NaN reads as 0 and out-of-range values saturate (a plain cast would be undefined).
+      if (std::isnan(x)) v = 0;
+      else if (x >= 9.2233720368547758e18) v = std::numeric_limits<int64_t>::max();
+      else if (x <= -9.2233720368547758e18) v = std::numeric_limits<int64_t>::min();
+      else v = static_cast<int64_t>(x);
+    } else {
+      v = static_cast<int64_t>(x);
+    }
   });
   return v;
 }

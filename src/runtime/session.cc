@@ -155,7 +155,7 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
   for (size_t k = 0; k < graph_.nodes.size(); ++k)
     for (const auto& o : graph_.nodes[k].outputs)
       if (!o.empty()) {
-        if (producer.count(o) || visible.count(o) && !outer.count(o))
+        if (producer.count(o) || (visible.count(o) && !outer.count(o)))
           return InvalidError("{}: output '{}' is produced more than once", graph_.nodes[k].Describe(), o);
         producer[o] = k;
       }

@@ -190,6 +190,33 @@ def main():
         rc, out, err = ferry(args, "run", dyn, "--input", "x=" + xb, "--input", "y=" + xb, "--json")
         check(rc == 0 and ("%d," % b) in out.replace(" ", "").replace("\n", ""), "dynamic batch %d runs" % b)
 
+    # External data: resolved against the model's folder; a path leaving it is refused.
+    ext_dir = os.path.join(work, "ext")
+    os.makedirs(ext_dir)
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="addw")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.metadata_props.add(key="author", value="ferry-tests")
+    onnx.save_model(m, os.path.join(ext_dir, "ext.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="weights.bin", size_threshold=0)
+    rc, out, err = ferry(args, "run", os.path.join(ext_dir, "ext.onnx"), "--input", "x=" + y, "--output-dir", os.path.join(work, "ext_out"))
+    check(rc == 0, "external data model runs (rc %d %s)" % (rc, err.strip()))
+    if rc == 0:
+        check(np.array_equal(np.load(os.path.join(work, "ext_out", "y.npy")), w + 1), "external data values")
+    rc, out, err = ferry(args, "inspect", os.path.join(ext_dir, "ext.onnx"), "--json")
+    check(rc == 0 and '"author": "ferry-tests"' in out, "inspect shows metadata")
+    for init in m.graph.initializer:
+        for kv in init.external_data:
+            if kv.key == "location":
+                kv.value = "../x.npy"
+    evil = os.path.join(ext_dir, "evil.onnx")
+    with open(evil, "wb") as fh:
+        fh.write(m.SerializeToString())
+    expect_error(args, "external data leaving the model folder", 3, ["../x.npy", "leaves"], "run", evil, "--input", "x=" + y)
+
     print("%d passed, %d failed" % (PASSED[0], len(FAILURES)))
     return 1 if FAILURES else 0
 

@@ -40,7 +40,8 @@ void PutAlongAxis(Tensor& out, int64_t axis, int64_t t, const Tensor& piece) {
   size_t a = static_cast<size_t>(axis);
   int64_t outer = Product(s, 0, a), len = s[a], inner = Product(s, a + 1, s.size());
   for (int64_t o = 0; o < outer; ++o)
-    CopyElements(out.dtype(), ElemPtr(piece, o * inner), ElemPtr(out, (o * len + t) * inner), inner);
+    CopyElements(out.dtype(), ElemPtr(piece, o * inner), ElemPtr(out, (o * len + t) * inner),
+                 inner);
 }
 
 // Emits `v` as output i with fresh storage (tensors through the allocator, sequences cloned).
@@ -112,16 +113,19 @@ void RunIf(OpContext& ctx) {
 
 // ---- Loop ----
 Status PrepareLoop(OpContext& ctx) {
-  if (ctx.num_inputs() < 2) return NodeError(ctx, "has {} inputs, expected at least 2", ctx.num_inputs());
+  if (ctx.num_inputs() < 2)
+    return NodeError(ctx, "has {} inputs, expected at least 2", ctx.num_inputs());
   if (ctx.has_input(0)) {
     FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "M"));
     FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kInt64}));
-    if (ctx.input(0).size() != 1) return NodeError(ctx, "M has {} elements, expected 1", ctx.input(0).size());
+    if (ctx.input(0).size() != 1)
+      return NodeError(ctx, "M has {} elements, expected 1", ctx.input(0).size());
   }
   if (ctx.has_input(1)) {
     FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 1, "cond"));
     FERRY_RETURN_IF_ERROR(RequireDType(ctx, 1, {DType::kBool}));
-    if (ctx.input(1).size() != 1) return NodeError(ctx, "cond has {} elements, expected 1", ctx.input(1).size());
+    if (ctx.input(1).size() != 1)
+      return NodeError(ctx, "cond has {} elements, expected 1", ctx.input(1).size());
   }
   if (!ctx.has_input(0) && !ctx.has_input(1))
     return NodeUnsupported(ctx, "has neither M nor cond: the loop would never end");
@@ -133,7 +137,8 @@ Status PrepareLoop(OpContext& ctx) {
     return NodeError(ctx, "body has {} inputs, expected {} (iteration, cond and {} loop-carried)",
                      g.inputs.size(), n + 2, n);
   if (ctx.num_outputs() < n)
-    return NodeError(ctx, "has {} outputs, expected at least {} (the loop-carried values)", ctx.num_outputs(), n);
+    return NodeError(ctx, "has {} outputs, expected at least {} (the loop-carried values)",
+                     ctx.num_outputs(), n);
   if (g.outputs.size() != 1 + ctx.num_outputs())
     return NodeError(ctx, "body has {} outputs, expected {} (cond and the node's {} outputs)",
                      g.outputs.size(), 1 + ctx.num_outputs(), ctx.num_outputs());
@@ -157,8 +162,10 @@ void RunLoop(OpContext& ctx) {
     for (auto& v : carried) ins.push_back(std::move(v));
     std::vector<Value> outs;
     Status st = body->Run(ins, &outs);
-    if (!st.ok()) return ctx.fail(st.With(fmt::format("{} iteration {}", ctx.node().Describe(), iter)));
-    if (!outs[0].is_tensor() || outs[0].tensor().size() != 1 || outs[0].tensor().dtype() != DType::kBool)
+    if (!st.ok())
+      return ctx.fail(st.With(fmt::format("{} iteration {}", ctx.node().Describe(), iter)));
+    if (!outs[0].is_tensor() || outs[0].tensor().size() != 1 ||
+        outs[0].tensor().dtype() != DType::kBool)
       return ctx.fail(InvalidError("{}: body's cond output is not a bool scalar in iteration {}",
                                    ctx.node().Describe(), iter));
     cond = outs[0].tensor().data<bool>()[0];
@@ -182,8 +189,8 @@ void RunLoop(OpContext& ctx) {
     s.insert(s.begin(), static_cast<int64_t>(items.size()));
     Tensor& out = ctx.allocate_output(n + j, first.dtype(), s);
     for (size_t t = 0; t < items.size(); ++t)
-      CopyElements(first.dtype(), items[t].tensor().raw(), ElemPtr(out, static_cast<int64_t>(t) * first.size()),
-                   first.size());
+      CopyElements(first.dtype(), items[t].tensor().raw(),
+                   ElemPtr(out, static_cast<int64_t>(t) * first.size()), first.size());
   }
 }
 
@@ -208,14 +215,17 @@ Result<ScanLayout> GetScanLayout(const OpContext& ctx) {
   l.m = static_cast<size_t>(m);
   l.n = avail - l.m;
   if (ctx.num_outputs() < l.n)
-    return NodeError(ctx, "has {} outputs, expected at least {} (the state variables)", ctx.num_outputs(), l.n);
+    return NodeError(ctx, "has {} outputs, expected at least {} (the state variables)",
+                     ctx.num_outputs(), l.n);
   l.k = ctx.num_outputs() - l.n;
   for (size_t i = l.first_state; i < ctx.num_inputs(); ++i)
-    FERRY_RETURN_IF_ERROR(RequireTensor(ctx, i, i < l.first_state + l.n ? "initial state" : "scan input"));
+    FERRY_RETURN_IF_ERROR(
+        RequireTensor(ctx, i, i < l.first_state + l.n ? "initial state" : "scan input"));
   auto per_input = [&](const char* name, size_t count, std::vector<int64_t>* out) -> Status {
     *out = ctx.attr_ints(name);
     if (out->empty()) out->assign(count, 0);
-    if (out->size() != count) return NodeError(ctx, "{} has {} values, expected {}", name, out->size(), count);
+    if (out->size() != count)
+      return NodeError(ctx, "{} has {} values, expected {}", name, out->size(), count);
     return Status::Ok();
   };
   FERRY_RETURN_IF_ERROR(per_input(v8 ? "directions" : "scan_input_directions", l.m, &l.in_dirs));
@@ -236,12 +246,16 @@ Result<ScanLayout> GetScanLayout(const OpContext& ctx) {
     const Tensor& x = ctx.input(l.first_state + l.n + j);
     int64_t min_rank = v8 ? 2 : 1;
     if (x.rank() < min_rank)
-      return NodeError(ctx, "scan input {} has rank {}, expected at least {}", j, x.rank(), min_rank);
-    FERRY_ASSIGN_OR_RETURN(l.in_axes[j], NormalizeAxis(ctx, l.in_axes[j], x.rank(), "scan_input_axes value"));
+      return NodeError(ctx, "scan input {} has rank {}, expected at least {}", j, x.rank(),
+                       min_rank);
+    Result<int64_t> axis = NormalizeAxis(ctx, l.in_axes[j], x.rank(), "scan_input_axes value");
+    if (!axis.ok()) return axis.status();
+    l.in_axes[j] = axis.value();
     int64_t len = x.dim(l.in_axes[j]);
     if (j == 0) l.seq_len = len;
     if (len != l.seq_len)
-      return NodeError(ctx, "scan input {} has length {} along its scan axis, expected {}", j, len, l.seq_len);
+      return NodeError(ctx, "scan input {} has length {} along its scan axis, expected {}", j, len,
+                       l.seq_len);
     if (v8 && x.dim(0) != ctx.input(l.first_state + l.n).dim(0))
       return NodeError(ctx, "scan input {} has batch size {}, expected {}", j, x.dim(0),
                        ctx.input(l.first_state + l.n).dim(0));
@@ -255,10 +269,11 @@ Status PrepareScan(OpContext& ctx) {
   if (!body) return NodeError(ctx, "is missing the graph attribute 'body'");
   const ir::Graph& g = body->graph();
   if (g.inputs.size() != l.n + l.m)
-    return NodeError(ctx, "body has {} inputs, expected {} ({} states and {} scan inputs)", g.inputs.size(),
-                     l.n + l.m, l.n, l.m);
+    return NodeError(ctx, "body has {} inputs, expected {} ({} states and {} scan inputs)",
+                     g.inputs.size(), l.n + l.m, l.n, l.m);
   if (g.outputs.size() != l.n + l.k)
-    return NodeError(ctx, "body has {} outputs, expected {} (the node's outputs)", g.outputs.size(), l.n + l.k);
+    return NodeError(ctx, "body has {} outputs, expected {} (the node's outputs)", g.outputs.size(),
+                     l.n + l.k);
   if (ctx.opset() < 9) {
     int64_t batch = ctx.input(l.first_state + l.n).dim(0);
     for (size_t i = 0; i < l.n; ++i)
@@ -270,7 +285,8 @@ Status PrepareScan(OpContext& ctx) {
       FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kInt64, DType::kInt32}));
       std::vector<int64_t> lens = ctx.input(0).ToInt64Vector();
       if (static_cast<int64_t>(lens.size()) != batch)
-        return NodeError(ctx, "sequence_lens has {} values, expected {} (the batch size)", lens.size(), batch);
+        return NodeError(ctx, "sequence_lens has {} values, expected {} (the batch size)",
+                         lens.size(), batch);
       for (int64_t v : lens)
         if (v < 0 || v > l.seq_len)
           return NodeError(ctx, "sequence_lens value {} is out of range [0, {}]", v, l.seq_len);
@@ -281,9 +297,9 @@ Status PrepareScan(OpContext& ctx) {
 
 // Runs the body over `len` steps of the scan inputs (already without a batch axis). Returns
 // the final states in `states` and each scan output's per-step elements in `elems`.
-Status ScanSteps(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l, const std::vector<Tensor>& xs,
-                 const std::vector<int64_t>& axes, int64_t len, std::vector<Value>* states,
-                 std::vector<std::vector<Value>>* elems) {
+Status ScanSteps(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l,
+                 const std::vector<Tensor>& xs, const std::vector<int64_t>& axes, int64_t len,
+                 std::vector<Value>* states, std::vector<std::vector<Value>>* elems) {
   elems->assign(l.k, {});
   for (int64_t t = 0; t < len; ++t) {
     std::vector<Value> ins = std::move(*states);
@@ -314,8 +330,10 @@ void RunScan9(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l) {
   for (size_t j = 0; j < l.k; ++j) {
     DType dt;
     Shape s;
-    if (elems[j].empty()) std::tie(dt, s) = EmptyStackType(body->graph().outputs[l.n + j]);
-    else dt = elems[j][0].tensor().dtype(), s = elems[j][0].tensor().shape();
+    if (elems[j].empty())
+      std::tie(dt, s) = EmptyStackType(body->graph().outputs[l.n + j]);
+    else
+      dt = elems[j][0].tensor().dtype(), s = elems[j][0].tensor().shape();
     int64_t r = static_cast<int64_t>(s.size()) + 1, axis = l.out_axes[j];
     if (axis < -r || axis >= r)
       return ctx.fail(InvalidError("{}: scan_output_axes value {} is out of range for rank {}",
@@ -324,22 +342,26 @@ void RunScan9(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l) {
     s.insert(s.begin() + axis, l.seq_len);
     Tensor& out = ctx.allocate_output(l.n + j, dt, s);
     for (int64_t t = 0; t < l.seq_len; ++t)
-      PutAlongAxis(out, axis, l.out_dirs[j] ? l.seq_len - 1 - t : t, elems[j][static_cast<size_t>(t)].tensor());
+      PutAlongAxis(out, axis, l.out_dirs[j] ? l.seq_len - 1 - t : t,
+                   elems[j][static_cast<size_t>(t)].tensor());
   }
 }
 
 void RunScan8(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l) {
   int64_t batch = ctx.input(l.first_state + l.n).dim(0);
-  std::vector<int64_t> lens = ctx.has_input(0) ? ctx.input(0).ToInt64Vector()
-                                               : std::vector<int64_t>(static_cast<size_t>(batch), l.seq_len);
+  std::vector<int64_t> lens = ctx.has_input(0)
+                                  ? ctx.input(0).ToInt64Vector()
+                                  : std::vector<int64_t>(static_cast<size_t>(batch), l.seq_len);
   std::vector<int64_t> axes(l.m, 0);  // the sequence axis once the batch axis is taken away
   std::vector<std::vector<Value>> final_states(static_cast<size_t>(batch));
   std::vector<std::vector<std::vector<Value>>> elems(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     std::vector<Value> states;
-    for (size_t i = 0; i < l.n; ++i) states.emplace_back(TakeAlongAxis(ctx.input(l.first_state + i), 0, b));
+    for (size_t i = 0; i < l.n; ++i)
+      states.emplace_back(TakeAlongAxis(ctx.input(l.first_state + i), 0, b));
     std::vector<Tensor> xs;
-    for (size_t j = 0; j < l.m; ++j) xs.push_back(TakeAlongAxis(ctx.input(l.first_state + l.n + j), 0, b));
+    for (size_t j = 0; j < l.m; ++j)
+      xs.push_back(TakeAlongAxis(ctx.input(l.first_state + l.n + j), 0, b));
     size_t bi = static_cast<size_t>(b);
     Status st = ScanSteps(ctx, body, l, xs, axes, lens[bi], &states, &elems[bi]);
     if (!st.ok()) return ctx.fail(st);
@@ -362,9 +384,9 @@ void RunScan8(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l) {
     for (int64_t b = 0; b < batch; ++b) {
       const Tensor& sb = final_states[static_cast<size_t>(b)][i].tensor();
       if (sb.dtype() != s0.dtype() || sb.shape() != s0.shape())
-        return ctx.fail(InvalidError("{}: final state {} has shape {} in batch {}, but {} in batch 0",
-                                     ctx.node().Describe(), i, ShapeToString(sb.shape()), b,
-                                     ShapeToString(s0.shape())));
+        return ctx.fail(InvalidError(
+            "{}: final state {} has shape {} in batch {}, but {} in batch 0", ctx.node().Describe(),
+            i, ShapeToString(sb.shape()), b, ShapeToString(s0.shape())));
       PutAlongAxis(out, 0, b, sb);
     }
   }
@@ -390,7 +412,9 @@ void RunScan8(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l) {
           return ctx.fail(InvalidError("{}: scan output {} has shape {} in batch {}, expected {}",
                                        ctx.node().Describe(), j, ShapeToString(e.shape()), b,
                                        ShapeToString(elem_shape)));
-        CopyElements(dt, e.raw(), ElemPtr(out, (b * l.seq_len + static_cast<int64_t>(t)) * elem_size), elem_size);
+        CopyElements(dt, e.raw(),
+                     ElemPtr(out, (b * l.seq_len + static_cast<int64_t>(t)) * elem_size),
+                     elem_size);
       }
     }
   }
@@ -399,8 +423,10 @@ void RunScan8(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l) {
 void RunScan(OpContext& ctx) {
   Result<ScanLayout> l = GetScanLayout(ctx);
   SubgraphRunner* body = ctx.subgraph("body");
-  if (ctx.opset() < 9) RunScan8(ctx, body, l.value());
-  else RunScan9(ctx, body, l.value());
+  if (ctx.opset() < 9)
+    RunScan8(ctx, body, l.value());
+  else
+    RunScan9(ctx, body, l.value());
 }
 
 constexpr OpDef kOps[] = {
@@ -411,6 +437,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> ControlFlowOps() { return kOps; }
+std::span<const OpDef> ControlFlowOps() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

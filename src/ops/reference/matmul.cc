@@ -14,19 +14,23 @@ using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
 
 template <typename T>
 Acc<T> ToAcc(T v) {
-  if constexpr (std::is_integral_v<T>) return static_cast<uint64_t>(v);
-  else return static_cast<double>(static_cast<ComputeType<T>>(v));
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<uint64_t>(v);
+  else
+    return static_cast<double>(static_cast<ComputeType<T>>(v));
 }
 
 template <typename T>
 T FromAcc(Acc<T> v) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(v);
-  else return static_cast<T>(static_cast<ComputeType<T>>(v));
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(v);
+  else
+    return static_cast<T>(static_cast<ComputeType<T>>(v));
 }
 
 constexpr std::initializer_list<DType> kMatMulTypes = {
-    DType::kFloat,  DType::kDouble, DType::kFloat16, DType::kBFloat16,
-    DType::kInt32,  DType::kInt64,  DType::kUint32,  DType::kUint64};
+    DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16,
+    DType::kInt32, DType::kInt64,  DType::kUint32,  DType::kUint64};
 
 Status RequireSameDType(const OpContext& ctx, size_t i, size_t j) {
   if (ctx.input(i).dtype() != ctx.input(j).dtype())
@@ -128,7 +132,9 @@ GemmDims GetGemmDims(const OpContext& ctx) {
   return {ta ? a.dim(1) : a.dim(0), ta ? a.dim(0) : a.dim(1), tb ? b.dim(0) : b.dim(1)};
 }
 
-bool IsIntegral(float v) { return std::isfinite(v) && std::nearbyint(v) == v; }
+bool IsIntegral(float v) {
+  return std::isfinite(v) && std::nearbyint(v) == v;
+}
 
 Status PrepareGemm(OpContext& ctx) {
   size_t min_inputs = ctx.opset() >= 11 ? 2 : 3;
@@ -241,7 +247,8 @@ Result<std::vector<int>> ParseEinsumTerm(const OpContext& ctx, const std::string
       seen_ellipsis = true;
       i += 2;
     } else {
-      return NodeError(ctx, "equation term '{}' has an unexpected '{}' at position {}", term, ch, i);
+      return NodeError(ctx, "equation term '{}' has an unexpected '{}' at position {}", term, ch,
+                       i);
     }
   }
   return labels;
@@ -263,7 +270,8 @@ Result<EinsumPlan> PlanEinsum(const OpContext& ctx) {
   size_t start = 0;
   while (true) {
     size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    terms.push_back(
+        lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -278,7 +286,12 @@ Result<EinsumPlan> PlanEinsum(const OpContext& ctx) {
     FERRY_ASSIGN_OR_RETURN(std::vector<int> labels, ParseEinsumTerm(ctx, terms[t]));
     int64_t letters = 0;
     bool has_ell = false;
-    for (int l : labels) (l == kEllipsisMark ? has_ell : (++letters, has_ell)) = has_ell || l == kEllipsisMark;
+    for (int l : labels) {
+      if (l == kEllipsisMark)
+        has_ell = true;
+      else
+        ++letters;
+    }
     int64_t rank = ctx.input(t).rank();
     if (has_ell ? rank < letters : rank != letters)
       return NodeError(ctx, "term '{}' does not match input {} of shape {}", terms[t], t,
@@ -309,14 +322,15 @@ Result<EinsumPlan> PlanEinsum(const OpContext& ctx) {
         int64_t dim = shape[axis];
         int64_t& known = p.label_dim[li];
         bool ellipsis_label = lab >= kEllipsisBase;
-        if (known < 0 || (ellipsis_label && known == 1)) {
+        if (known < 0 || known == 1) {  // size-1 dims broadcast, as in numpy
           known = dim;
-        } else if (dim != known && !(ellipsis_label && dim == 1)) {
-          return NodeError(ctx, "label '{}' has size {} in input {} but size {} elsewhere",
-                           ellipsis_label ? std::string("...") : std::string(1, static_cast<char>(lab)),
-                           dim, t, known);
+        } else if (dim != known && dim != 1) {
+          return NodeError(
+              ctx, "label '{}' has size {} in input {} but size {} elsewhere",
+              ellipsis_label ? std::string("...") : std::string(1, static_cast<char>(lab)), dim, t,
+              known);
         }
-        if (!(ellipsis_label && dim == 1)) p.in_strides[t][li] += strides[axis];
+        if (dim != 1) p.in_strides[t][li] += strides[axis];
         ++count[li];
         ++axis;
       }
@@ -328,36 +342,50 @@ Result<EinsumPlan> PlanEinsum(const OpContext& ctx) {
     FERRY_ASSIGN_OR_RETURN(std::vector<int> labels, ParseEinsumTerm(ctx, rhs));
     for (int l : labels) {
       if (l == kEllipsisMark) {
-        for (int64_t j = 0; j < e_rank; ++j) p.out_labels.push_back(kEllipsisBase + static_cast<int>(j));
+        for (int64_t j = 0; j < e_rank; ++j)
+          p.out_labels.push_back(kEllipsisBase + static_cast<int>(j));
         continue;
       }
       size_t li = static_cast<size_t>(l);
       if (count[li] == 0)
         return NodeError(ctx, "output label '{}' does not appear in the inputs of '{}'",
                          static_cast<char>(l), eq);
-      if (in_out[li]) return NodeError(ctx, "output label '{}' is repeated in '{}'", static_cast<char>(l), eq);
+      if (in_out[li])
+        return NodeError(ctx, "output label '{}' is repeated in '{}'", static_cast<char>(l), eq);
       in_out[li] = true;
       p.out_labels.push_back(l);
     }
-    for (int l : p.out_labels) in_out[static_cast<size_t>(l)] = true;
+    // Like numpy: dimensions an ellipsis stands for are never summed away implicitly.
+    bool out_ellipsis = std::find(labels.begin(), labels.end(), kEllipsisMark) != labels.end();
+    if (e_rank > 0 && !out_ellipsis)
+      return NodeError(ctx, "output of '{}' has no '...' for the {} broadcast dims of the inputs",
+                       eq, e_rank);
   } else {
-    for (int64_t j = 0; j < e_rank; ++j) p.out_labels.push_back(kEllipsisBase + static_cast<int>(j));
+    for (int64_t j = 0; j < e_rank; ++j)
+      p.out_labels.push_back(kEllipsisBase + static_cast<int>(j));
     for (int l = 0; l < kEllipsisBase; ++l)
       if (count[static_cast<size_t>(l)] == 1) p.out_labels.push_back(l);
-    for (int l : p.out_labels) in_out[static_cast<size_t>(l)] = true;
   }
+  for (int l : p.out_labels) in_out[static_cast<size_t>(l)] = true;
   for (size_t l = 0; l < num_labels; ++l)
     if (count[l] > 0 && !in_out[l]) p.sum_labels.push_back(static_cast<int>(l));
   for (int l : p.out_labels) p.out_shape.push_back(p.label_dim[static_cast<size_t>(l)]);
   return p;
 }
 
+constexpr std::initializer_list<DType> kEinsumTypes = {
+    DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16,
+    DType::kInt8,  DType::kInt16,  DType::kInt32,   DType::kInt64,
+    DType::kUint8, DType::kUint16, DType::kUint32,  DType::kUint64};
+
 Status PrepareEinsum(OpContext& ctx) {
   if (ctx.num_inputs() < 1) return NodeError(ctx, "needs at least one input");
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     FERRY_RETURN_IF_ERROR(RequireTensor(ctx, i, "Inputs"));
-    if (i == 0) FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16, DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64, DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64}));
-    else FERRY_RETURN_IF_ERROR(RequireSameDType(ctx, 0, i));
+    if (i == 0)
+      FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, kEinsumTypes));
+    else
+      FERRY_RETURN_IF_ERROR(RequireSameDType(ctx, 0, i));
   }
   if (!ctx.has_attr("equation")) return NodeError(ctx, "attribute equation is missing");
   FERRY_ASSIGN_OR_RETURN(EinsumPlan p, PlanEinsum(ctx));
@@ -366,7 +394,8 @@ Status PrepareEinsum(OpContext& ctx) {
 }
 
 // Advances a mixed-radix counter over `labels`; returns false after the last combination.
-bool NextIndex(const std::vector<int>& labels, const std::vector<int64_t>& dims, std::vector<int64_t>* idx) {
+bool NextIndex(const std::vector<int>& labels, const std::vector<int64_t>& dims,
+               std::vector<int64_t>* idx) {
   for (size_t r = labels.size(); r-- > 0;) {
     size_t l = static_cast<size_t>(labels[r]);
     if (++(*idx)[l] < dims[l]) return true;
@@ -418,7 +447,8 @@ void RunEinsum(OpContext& ctx) {
 Status PrepareDet(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 1, 1));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "X"));
-  FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16}));
+  FERRY_RETURN_IF_ERROR(
+      RequireDType(ctx, 0, {DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16}));
   const Shape& s = ctx.input(0).shape();
   if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
     return NodeError(ctx, "X has shape {}, expected [*, M, M]", ShapeToString(s));
@@ -476,6 +506,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> MatMulOps() { return kOps; }
+std::span<const OpDef> MatMulOps() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

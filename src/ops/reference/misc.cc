@@ -109,7 +109,8 @@ void RunBernoulli(OpContext& ctx) {
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   const Tensor& p = ctx.input(0);
   Tensor& out = ctx.output(0);
-  for (int64_t i = 0; i < out.size(); ++i) StoreAs(out, i, dist(gen) < p.GetAsDouble(i) ? 1.0 : 0.0);
+  for (int64_t i = 0; i < out.size(); ++i)
+    StoreAs(out, i, dist(gen) < p.GetAsDouble(i) ? 1.0 : 0.0);
 }
 
 // ---- Multinomial ----
@@ -119,7 +120,8 @@ Status PrepareMultinomial(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(
       RequireDType(ctx, 0, {DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16}));
   const Tensor& x = ctx.input(0);
-  if (x.rank() != 2) return NodeError(ctx, "input has rank {}, expected 2 [batch, classes]", x.rank());
+  if (x.rank() != 2)
+    return NodeError(ctx, "input has rank {}, expected 2 [batch, classes]", x.rank());
   if (x.dim(1) < 1) return NodeError(ctx, "input has {} classes, expected at least 1", x.dim(1));
   FERRY_ASSIGN_OR_RETURN(DType dt, DTypeAttr(ctx, "dtype", DType::kInt32));
   if (dt != DType::kInt32 && dt != DType::kInt64)
@@ -243,8 +245,10 @@ void RunStringNormalizer(OpContext& ctx) {
   for (const std::string& s : x.span<std::string>()) {
     std::string key = case_sensitive ? s : ChangeCase(s, false, loc);
     if (std::find(stop.begin(), stop.end(), key) != stop.end()) continue;
-    if (action == "NONE") kept.push_back(s);
-    else kept.push_back(ChangeCase(s, action == "UPPER", loc));
+    if (action == "NONE")
+      kept.push_back(s);
+    else
+      kept.push_back(ChangeCase(s, action == "UPPER", loc));
   }
   if (kept.empty()) kept.emplace_back();  // all dropped: one empty string
   int64_t n = static_cast<int64_t>(kept.size());
@@ -257,6 +261,7 @@ void RunStringNormalizer(OpContext& ctx) {
 template <typename K>
 struct NgramPool {
   std::map<std::vector<K>, std::pair<int64_t, size_t>> index;  // -> (ngram_indexes[i], i)
+  size_t total = 0;                                            // n-grams in the pool
 };
 
 template <typename K>
@@ -271,17 +276,21 @@ Result<NgramPool<K>> BuildPool(const OpContext& ctx, const std::vector<K>& pool)
     size_t n = level + 1;
     if (begin < 0 || end < begin || end > static_cast<int64_t>(pool.size()) ||
         (end - begin) % static_cast<int64_t>(n) != 0)
-      return NodeError(ctx, "ngram_counts [{}] = {} does not split a pool of {} items into {}-grams", level,
-                       begin, pool.size(), n);
+      return NodeError(ctx,
+                       "ngram_counts [{}] = {} does not split a pool of {} items into {}-grams",
+                       level, begin, pool.size(), n);
     for (int64_t i = begin; i < end; i += static_cast<int64_t>(n), ++ngram) {
       if (ngram >= indexes.size())
-        return NodeError(ctx, "ngram_indexes has {} values, but the pool holds more n-grams", indexes.size());
+        return NodeError(ctx, "ngram_indexes has {} values, but the pool holds more n-grams",
+                         indexes.size());
       std::vector<K> key(pool.begin() + i, pool.begin() + i + static_cast<int64_t>(n));
       p.index[key] = {indexes[ngram], ngram};
     }
   }
+  p.total = ngram;
   if (ngram != indexes.size())
-    return NodeError(ctx, "ngram_indexes has {} values, expected {} (the pool's n-grams)", indexes.size(), ngram);
+    return NodeError(ctx, "ngram_indexes has {} values, expected {} (the pool's n-grams)",
+                     indexes.size(), ngram);
   return p;
 }
 
@@ -292,15 +301,19 @@ Status PrepareTfIdfVectorizer(OpContext& ctx) {
   bool strings = ctx.has_attr("pool_strings");
   if (strings == ctx.has_attr("pool_int64s"))
     return NodeError(ctx, "needs exactly one of pool_strings and pool_int64s");
-  if (strings) FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kString}));
-  else FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kInt32, DType::kInt64}));
-  if (x.rank() != 1 && x.rank() != 2) return NodeError(ctx, "X has rank {}, expected 1 or 2", x.rank());
+  if (strings)
+    FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kString}));
+  else
+    FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kInt32, DType::kInt64}));
+  if (x.rank() != 1 && x.rank() != 2)
+    return NodeError(ctx, "X has rank {}, expected 1 or 2", x.rank());
   std::string mode = ctx.attr_string("mode", "");
   if (mode != "TF" && mode != "IDF" && mode != "TFIDF")
     return NodeError(ctx, "mode is '{}', expected TF, IDF or TFIDF", mode);
   int64_t min_n = ctx.attr_int("min_gram_length", 0), max_n = ctx.attr_int("max_gram_length", 0);
   if (min_n < 1 || max_n < min_n)
-    return NodeError(ctx, "min_gram_length {} and max_gram_length {} must satisfy 1 <= min <= max", min_n, max_n);
+    return NodeError(ctx, "min_gram_length {} and max_gram_length {} must satisfy 1 <= min <= max",
+                     min_n, max_n);
   if (ctx.attr_int("max_skip_count", 0) < 0)
     return NodeError(ctx, "max_skip_count is {}, expected >= 0", ctx.attr_int("max_skip_count", 0));
   std::vector<int64_t> indexes = ctx.attr_ints("ngram_indexes");
@@ -309,9 +322,12 @@ Status PrepareTfIdfVectorizer(OpContext& ctx) {
     if (i < 0) return NodeError(ctx, "ngram_indexes has a negative value {}", i);
   std::vector<float> weights = ctx.attr_floats("weights");
   if (!weights.empty() && weights.size() != indexes.size())
-    return NodeError(ctx, "weights has {} values, expected {} (ngram_indexes')", weights.size(), indexes.size());
-  if (strings) FERRY_RETURN_IF_ERROR(BuildPool(ctx, ctx.node().attr_strings("pool_strings")).status());
-  else FERRY_RETURN_IF_ERROR(BuildPool(ctx, ctx.attr_ints("pool_int64s")).status());
+    return NodeError(ctx, "weights has {} values, expected {} (ngram_indexes')", weights.size(),
+                     indexes.size());
+  if (strings)
+    FERRY_RETURN_IF_ERROR(BuildPool(ctx, ctx.node().attr_strings("pool_strings")).status());
+  else
+    FERRY_RETURN_IF_ERROR(BuildPool(ctx, ctx.attr_ints("pool_int64s")).status());
   int64_t width = *std::max_element(indexes.begin(), indexes.end()) + 1;
   ctx.set_output(0, DType::kFloat, x.rank() == 1 ? Shape{width} : Shape{x.dim(0), width});
   return Status::Ok();
@@ -331,7 +347,7 @@ void CountNgrams(OpContext& ctx, const std::vector<K>& keys, const std::vector<K
   std::vector<float> weights = ctx.attr_floats("weights");
   float* y = out.data<float>();
   for (int64_t r = 0; r < rows; ++r) {
-    std::vector<double> counts(pool.index.size() + 1, 0);
+    std::vector<double> counts(pool.total, 0);
     std::vector<int64_t> coord(counts.size(), 0);
     const K* row = keys.data() + r * cols;
     for (int64_t start = 0; start < cols; ++start) {
@@ -351,7 +367,7 @@ void CountNgrams(OpContext& ctx, const std::vector<K>& keys, const std::vector<K
       }
     }
     float* yr = y + r * width;
-    for (size_t i = 0; i + 1 < counts.size(); ++i) {
+    for (size_t i = 0; i < counts.size(); ++i) {
       if (counts[i] == 0) continue;
       double w = weights.empty() ? 1.0 : weights[i];
       double v = mode == "TF" ? counts[i] : mode == "IDF" ? w : counts[i] * w;
@@ -381,19 +397,22 @@ Status CheckLossInputs(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(RequireDType(ctx, 1, {DType::kInt32, DType::kInt64}));
   const Tensor& x = ctx.input(0);
   const Tensor& t = ctx.input(1);
-  if (x.rank() < 2) return NodeError(ctx, "input has rank {}, expected at least 2 [N, C, ...]", x.rank());
+  if (x.rank() < 2)
+    return NodeError(ctx, "input has rank {}, expected at least 2 [N, C, ...]", x.rank());
   Shape want = x.shape();
   want.erase(want.begin() + 1);
   if (t.shape() != want)
-    return NodeError(ctx, "target has shape {}, expected {} (input {} without C)", ShapeToString(t.shape()),
-                     ShapeToString(want), ShapeToString(x.shape()));
+    return NodeError(ctx, "target has shape {}, expected {} (input {} without C)",
+                     ShapeToString(t.shape()), ShapeToString(want), ShapeToString(x.shape()));
   int64_t classes = x.dim(1);
   if (ctx.has_input(2)) {
     FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 2, "weight"));
     if (ctx.input(2).dtype() != x.dtype())
-      return NodeError(ctx, "weight has dtype {}, expected {}", DTypeName(ctx.input(2).dtype()), DTypeName(x.dtype()));
+      return NodeError(ctx, "weight has dtype {}, expected {}", DTypeName(ctx.input(2).dtype()),
+                       DTypeName(x.dtype()));
     if (ctx.input(2).shape() != Shape{classes})
-      return NodeError(ctx, "weight has shape {}, expected [{}]", ShapeToString(ctx.input(2).shape()), classes);
+      return NodeError(ctx, "weight has shape {}, expected [{}]",
+                       ShapeToString(ctx.input(2).shape()), classes);
   }
   std::string red = ctx.attr_string("reduction", "mean");
   if (red != "none" && red != "sum" && red != "mean")
@@ -433,11 +452,15 @@ void LossFromLogProb(OpContext& ctx, const std::vector<double>& logp) {
       wsum += w;
     }
   }
-  if (red == "sum") StoreAs(out, 0, sum);
-  else if (red == "mean") StoreAs(out, 0, sum / wsum);
+  if (red == "sum")
+    StoreAs(out, 0, sum);
+  else if (red == "mean")
+    StoreAs(out, 0, sum / wsum);
 }
 
-Status PrepareNllLoss(OpContext& ctx) { return CheckLossInputs(ctx); }
+Status PrepareNllLoss(OpContext& ctx) {
+  return CheckLossInputs(ctx);
+}
 
 void RunNllLoss(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -465,7 +488,8 @@ void RunSoftmaxCrossEntropyLoss(OpContext& ctx) {
       double s = 0;
       for (int64_t c = 0; c < classes; ++c) s += std::exp(x.GetAsDouble(at(c)) - mx);
       double lse = mx + std::log(s);
-      for (int64_t c = 0; c < classes; ++c) logp[static_cast<size_t>(at(c))] = x.GetAsDouble(at(c)) - lse;
+      for (int64_t c = 0; c < classes; ++c)
+        logp[static_cast<size_t>(at(c))] = x.GetAsDouble(at(c)) - lse;
     }
   }
   LossFromLogProb(ctx, logp);
@@ -483,11 +507,14 @@ constexpr OpDef kOps[] = {
     {"", "StringNormalizer", 10, nullptr, PrepareStringNormalizer, RunStringNormalizer},
     {"", "TfIdfVectorizer", 9, nullptr, PrepareTfIdfVectorizer, RunTfIdfVectorizer},
     {"", "NegativeLogLikelihoodLoss", 12, nullptr, PrepareNllLoss, RunNllLoss},
-    {"", "SoftmaxCrossEntropyLoss", 12, nullptr, PrepareSoftmaxCrossEntropyLoss, RunSoftmaxCrossEntropyLoss},
+    {"", "SoftmaxCrossEntropyLoss", 12, nullptr, PrepareSoftmaxCrossEntropyLoss,
+     RunSoftmaxCrossEntropyLoss},
 };
 
 }  // namespace
 
-std::span<const OpDef> MiscOps() { return kOps; }
+std::span<const OpDef> MiscOps() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

@@ -181,8 +181,8 @@ class WindowWalker {
   std::vector<size_t> o_, k_;
 };
 
-// Runs fn(walker, x_plane, y_plane_index) per output element... over planes in parallel:
-// fn(WindowWalker&, const T* x_plane, int64_t plane, int64_t out_index) -> void.
+// Calls fn(WindowWalker&, const T* x_plane, int64_t plane, int64_t out_index) for every output
+// element of a windowed pool, with the (n, c) planes split across the thread pool.
 template <typename T, typename Fn>
 void ForEachPoolOutput(OpContext& ctx, Fn&& fn) {
   const PoolState& st = *ctx.state<PoolState>();

@@ -45,12 +45,13 @@ void StoreInt(Tensor& t, int64_t i, int64_t v) {
 
 // Maps an element of a tensor to its quantization parameter: per tensor, per axis or per block.
 struct ParamMap {
-  int64_t dim = 1, inner = 1, block = 1, param_dim = 1;
+  int64_t dim = 1, inner = 1, block = 0, param_dim = 1;  // block 0: per axis (1-D parameter)
   bool per_tensor = true;
   int64_t operator()(int64_t i) const {
     if (per_tensor) return 0;
     int64_t r = i % inner, q = i / inner;
     int64_t a = q % dim, o = q / dim;
+    if (block == 0) return a;
     return (o * param_dim + a / block) * inner + r;
   }
 };
@@ -65,8 +66,9 @@ Result<ParamMap> MakeParamMap(const OpContext& ctx, size_t si, size_t zi) {
                      ShapeToString(ctx.input(zi).shape()), ShapeToString(s.shape()));
   int64_t block_size = ctx.attr_int("block_size", 0);
   if (s.rank() == 0 || (s.rank() == 1 && s.size() == 1 && block_size == 0)) return m;
-  if (ctx.opset() < 13) return NodeError(ctx, "scale must be a scalar before opset 13, has shape {}",
-                                         ShapeToString(s.shape()));
+  if (ctx.opset() < 13)
+    return NodeError(ctx, "scale must be a scalar before opset 13, has shape {}",
+                     ShapeToString(s.shape()));
   FERRY_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.attr_int("axis", 1), x.rank()));
   m.per_tensor = false;
   m.dim = x.dim(axis);
@@ -100,10 +102,10 @@ Status PrepareQuantizeLinear(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 2, 3));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "x"));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 1, "y_scale"));
-  FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kFloat, DType::kFloat16, DType::kBFloat16,
-                                              DType::kInt32, DType::kDouble}));
-  FERRY_RETURN_IF_ERROR(RequireDType(ctx, 1, {DType::kFloat, DType::kFloat16, DType::kBFloat16,
-                                              DType::kDouble}));
+  FERRY_RETURN_IF_ERROR(RequireDType(
+      ctx, 0, {DType::kFloat, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kDouble}));
+  FERRY_RETURN_IF_ERROR(
+      RequireDType(ctx, 1, {DType::kFloat, DType::kFloat16, DType::kBFloat16, DType::kDouble}));
   DType out = QuantizeOutputType(ctx);
   if (!IsQuantType(out))
     return NodeUnsupported(ctx, "output type {} is not supported (uint8, int8, uint16, int16)",
@@ -142,10 +144,10 @@ Status PrepareDequantizeLinear(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 2, 3));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "x"));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 1, "x_scale"));
-  FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kUint8, DType::kInt8, DType::kUint16,
-                                              DType::kInt16, DType::kInt32}));
-  FERRY_RETURN_IF_ERROR(RequireDType(ctx, 1, {DType::kFloat, DType::kFloat16, DType::kBFloat16,
-                                              DType::kDouble}));
+  FERRY_RETURN_IF_ERROR(RequireDType(
+      ctx, 0, {DType::kUint8, DType::kInt8, DType::kUint16, DType::kInt16, DType::kInt32}));
+  FERRY_RETURN_IF_ERROR(
+      RequireDType(ctx, 1, {DType::kFloat, DType::kFloat16, DType::kBFloat16, DType::kDouble}));
   if (ctx.input_is_tensor(2) && ctx.input(2).dtype() != ctx.input(0).dtype())
     return NodeError(ctx, "x_zero_point has dtype {}, expected x's dtype {}",
                      DTypeName(ctx.input(2).dtype()), DTypeName(ctx.input(0).dtype()));
@@ -194,7 +196,8 @@ void RunDynamicQuantizeLinear(OpContext& ctx) {
   }
   float scale = (x_max - x_min) / 255.f;
   float zp = 0.f;
-  if (scale != 0.f) zp = static_cast<float>(RoundSaturate<float>(0.f - x_min / scale, 0.f, 0.f, 255.f));
+  if (scale != 0.f)
+    zp = static_cast<float>(RoundSaturate<float>(0.f - x_min / scale, 0.f, 0.f, 255.f));
   ctx.output(1).data<float>()[0] = scale;
   ctx.output(2).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
   uint8_t* y = ctx.output(0).data<uint8_t>();
@@ -245,15 +248,17 @@ struct MatMulDims {
 Result<MatMulDims> GetMatMulDims(const OpContext& ctx, size_t ai, size_t bi) {
   const Shape& a = ctx.input(ai).shape();
   const Shape& b = ctx.input(bi).shape();
-  if (a.empty() || b.empty()) return NodeError(ctx, "matmul inputs must have rank >= 1, got {} and {}",
-                                               ShapeToString(a), ShapeToString(b));
+  if (a.empty() || b.empty())
+    return NodeError(ctx, "matmul inputs must have rank >= 1, got {} and {}", ShapeToString(a),
+                     ShapeToString(b));
   MatMulDims d;
   d.k = a.back();
   d.m = a.size() >= 2 ? a[a.size() - 2] : 1;
   int64_t kb = b.size() >= 2 ? b[b.size() - 2] : b[0];
   d.n = b.size() >= 2 ? b.back() : 1;
-  if (kb != d.k) return NodeError(ctx, "matmul inner dimensions differ: A {} and B {}",
-                                  ShapeToString(a), ShapeToString(b));
+  if (kb != d.k)
+    return NodeError(ctx, "matmul inner dimensions differ: A {} and B {}", ShapeToString(a),
+                     ShapeToString(b));
   d.a_batch.assign(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
   d.b_batch.assign(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
   FERRY_ASSIGN_OR_RETURN(d.batch, BroadcastShapes(ctx, {d.a_batch, d.b_batch}));
@@ -287,7 +292,8 @@ std::vector<int32_t> IntMatMul(const MatMulDims& d, const std::vector<int32_t>& 
 Status PrepareMatMulInteger(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 2, 4));
   for (size_t i = 0; i < 4; ++i)
-    if (ctx.has_input(i)) FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kUint8, DType::kInt8}));
+    if (ctx.has_input(i))
+      FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kUint8, DType::kInt8}));
   FERRY_ASSIGN_OR_RETURN(MatMulDims d, GetMatMulDims(ctx, 0, 1));
   FERRY_RETURN_IF_ERROR(CheckParam(ctx, 2, "a_zero_point", d.m, "rows of A"));
   FERRY_RETURN_IF_ERROR(CheckParam(ctx, 3, "b_zero_point", d.n, "columns of B"));
@@ -295,8 +301,12 @@ Status PrepareMatMulInteger(OpContext& ctx) {
   return Status::Ok();
 }
 
-int64_t RowAxis(const Tensor& t) { return t.rank() >= 2 ? t.rank() - 2 : 0; }
-int64_t ColAxis(const Tensor& t) { return t.rank() - 1; }
+int64_t RowAxis(const Tensor& t) {
+  return t.rank() >= 2 ? t.rank() - 2 : 0;
+}
+int64_t ColAxis(const Tensor& t) {
+  return t.rank() - 1;
+}
 
 void RunMatMulInteger(OpContext& ctx) {
   MatMulDims d = GetMatMulDims(ctx, 0, 1).value();
@@ -459,7 +469,8 @@ std::vector<int32_t> IntConv(const ConvGeom& g, const std::vector<int32_t>& x,
 Status PrepareConvInteger(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 2, 4));
   for (size_t i = 0; i < 4; ++i)
-    if (ctx.has_input(i)) FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kUint8, DType::kInt8}));
+    if (ctx.has_input(i))
+      FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kUint8, DType::kInt8}));
   FERRY_ASSIGN_OR_RETURN(ConvGeom g, GetConvGeom(ctx, 0, 1));
   FERRY_RETURN_IF_ERROR(CheckParam(ctx, 2, "x_zero_point", 1, "scalar"));
   FERRY_RETURN_IF_ERROR(CheckParam(ctx, 3, "w_zero_point", g.out_c, "output channels"));
@@ -476,7 +487,8 @@ void RunConvInteger(OpContext& ctx) {
 // ---- QLinearConv ----
 Status PrepareQLinearConv(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 8, 9));
-  for (size_t i : {0, 2, 3, 5, 7}) FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kUint8, DType::kInt8}));
+  for (size_t i : {0, 2, 3, 5, 7})
+    FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kUint8, DType::kInt8}));
   for (size_t i : {1, 4, 6}) FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kFloat}));
   FERRY_ASSIGN_OR_RETURN(ConvGeom g, GetConvGeom(ctx, 0, 3));
   FERRY_RETURN_IF_ERROR(CheckParam(ctx, 1, "x_scale", 1, "scalar"));
@@ -528,6 +540,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> QuantOps() { return kOps; }
+std::span<const OpDef> QuantOps() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

@@ -25,7 +25,8 @@ int64_t Product(const Shape& s, size_t begin, size_t end) {
 
 Status RequireSequence(const OpContext& ctx, size_t i, std::string_view what) {
   if (!ctx.has_input(i)) return NodeError(ctx, "input {} ({}) is missing", i, what);
-  if (!ctx.input_value(i).is_sequence()) return NodeError(ctx, "input {} ({}) must be a sequence", i, what);
+  if (!ctx.input_value(i).is_sequence())
+    return NodeError(ctx, "input {} ({}) must be a sequence", i, what);
   return Status::Ok();
 }
 
@@ -45,7 +46,8 @@ Value OwnedSequence(const std::vector<Tensor>& items, DType elem_type) {
 
 // Reads the optional scalar position input i and maps it into [0, size) (or [0, size] when
 // `allow_end`). `def` is used when the input is absent.
-Result<int64_t> ReadPosition(const OpContext& ctx, size_t i, int64_t size, bool allow_end, int64_t def) {
+Result<int64_t> ReadPosition(const OpContext& ctx, size_t i, int64_t size, bool allow_end,
+                             int64_t def) {
   if (!ctx.has_input(i)) return def;
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, i, "position"));
   FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kInt32, DType::kInt64}));
@@ -54,7 +56,8 @@ Result<int64_t> ReadPosition(const OpContext& ctx, size_t i, int64_t size, bool 
   int64_t p = ctx.input(i).GetAsInt64(0);
   int64_t hi = allow_end ? size : size - 1;
   if (p < -size || p > hi)
-    return NodeError(ctx, "position {} is out of range [{}, {}] for a sequence of {} tensors", p, -size, hi, size);
+    return NodeError(ctx, "position {} is out of range [{}, {}] for a sequence of {} tensors", p,
+                     -size, hi, size);
   return p < 0 ? p + size : p;
 }
 
@@ -62,12 +65,14 @@ Result<int64_t> ReadPosition(const OpContext& ctx, size_t i, int64_t size, bool 
 Status PrepareSequenceEmpty(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 0, 0));
   int64_t code = ctx.attr_int("dtype", static_cast<int64_t>(DType::kFloat));
-  if (!DTypeFromCode(static_cast<int>(code))) return NodeUnsupported(ctx, "dtype {} is not supported", code);
+  if (!DTypeFromCode(static_cast<int>(code)))
+    return NodeUnsupported(ctx, "dtype {} is not supported", code);
   return Status::Ok();
 }
 
 void RunSequenceEmpty(OpContext& ctx) {
-  DType dt = *DTypeFromCode(static_cast<int>(ctx.attr_int("dtype", static_cast<int64_t>(DType::kFloat))));
+  DType dt =
+      *DTypeFromCode(static_cast<int>(ctx.attr_int("dtype", static_cast<int64_t>(DType::kFloat))));
   ctx.set_output_value(0, Value::Sequence({}, dt));
 }
 
@@ -77,8 +82,8 @@ Status PrepareSequenceConstruct(OpContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     FERRY_RETURN_IF_ERROR(RequireTensor(ctx, i, "inputs"));
     if (ctx.input(i).dtype() != ctx.input(0).dtype())
-      return NodeError(ctx, "input {} has dtype {}, expected {} (input 0's)", i, DTypeName(ctx.input(i).dtype()),
-                       DTypeName(ctx.input(0).dtype()));
+      return NodeError(ctx, "input {} has dtype {}, expected {} (input 0's)", i,
+                       DTypeName(ctx.input(i).dtype()), DTypeName(ctx.input(0).dtype()));
   }
   return Status::Ok();
 }
@@ -97,8 +102,8 @@ Status PrepareSequenceInsert(OpContext& ctx) {
   const Value& seq = ctx.input_value(0);
   DType et = ElemType(seq);
   if (et != DType::kUndefined && et != ctx.input(1).dtype())
-    return NodeError(ctx, "tensor has dtype {}, but the sequence holds {}", DTypeName(ctx.input(1).dtype()),
-                     DTypeName(et));
+    return NodeError(ctx, "tensor has dtype {}, but the sequence holds {}",
+                     DTypeName(ctx.input(1).dtype()), DTypeName(et));
   int64_t n = static_cast<int64_t>(seq.sequence().size());
   return ReadPosition(ctx, 2, n, true, n).status();
 }
@@ -117,7 +122,8 @@ Status PrepareSequenceAt(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 2, 2));
   FERRY_RETURN_IF_ERROR(RequireSequence(ctx, 0, "input_sequence"));
   const auto& items = ctx.input_value(0).sequence();
-  FERRY_ASSIGN_OR_RETURN(int64_t pos, ReadPosition(ctx, 1, static_cast<int64_t>(items.size()), false, 0));
+  int64_t n = static_cast<int64_t>(items.size());
+  FERRY_ASSIGN_OR_RETURN(int64_t pos, ReadPosition(ctx, 1, n, false, 0));
   const Tensor& t = items[static_cast<size_t>(pos)];
   ctx.set_output(0, t.dtype(), t.shape());
   return Status::Ok();
@@ -125,7 +131,8 @@ Status PrepareSequenceAt(OpContext& ctx) {
 
 void RunSequenceAt(OpContext& ctx) {
   const auto& items = ctx.input_value(0).sequence();
-  const Tensor& t = items[static_cast<size_t>(ReadPosition(ctx, 1, static_cast<int64_t>(items.size()), false, 0).value())];
+  const Tensor& t = items[static_cast<size_t>(
+      ReadPosition(ctx, 1, static_cast<int64_t>(items.size()), false, 0).value())];
   CopyElements(t.dtype(), t.raw(), ctx.output(0).raw(), t.size());
 }
 
@@ -191,7 +198,8 @@ Result<SplitPlan> GetSplitPlan(const OpContext& ctx) {
     if (d < 0) return NodeError(ctx, "split has a negative size {}", d);
     total += d;
   }
-  if (total != len) return NodeError(ctx, "split sizes sum to {}, but axis {} has length {}", total, p.axis, len);
+  if (total != len)
+    return NodeError(ctx, "split sizes sum to {}, but axis {} has length {}", total, p.axis, len);
   p.sizes = v;
   return p;
 }
@@ -207,7 +215,8 @@ void RunSplitToSequence(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   SplitPlan p = GetSplitPlan(ctx).value();
   size_t a = static_cast<size_t>(p.axis);
-  int64_t outer = Product(x.shape(), 0, a), len = x.dim(p.axis), inner = Product(x.shape(), a + 1, x.shape().size());
+  int64_t outer = Product(x.shape(), 0, a), len = x.dim(p.axis),
+          inner = Product(x.shape(), a + 1, x.shape().size());
   std::vector<Tensor> items;
   int64_t start = 0;
   for (int64_t size : p.sizes) {
@@ -216,7 +225,8 @@ void RunSplitToSequence(OpContext& ctx) {
     if (p.squeeze) s.erase(s.begin() + p.axis);
     Tensor t(x.dtype(), s);
     for (int64_t o = 0; o < outer; ++o)
-      CopyElements(x.dtype(), ElemPtr(x, (o * len + start) * inner), ElemPtr(t, o * size * inner), size * inner);
+      CopyElements(x.dtype(), ElemPtr(x, (o * len + start) * inner), ElemPtr(t, o * size * inner),
+                   size * inner);
     items.push_back(std::move(t));
     start += size;
   }
@@ -242,13 +252,15 @@ Result<ConcatPlan> GetConcatPlan(const OpContext& ctx) {
   for (size_t i = 0; i < items.size(); ++i) {
     const Tensor& t = items[i];
     if (t.dtype() != items[0].dtype())
-      return NodeError(ctx, "tensor {} has dtype {}, expected {}", i, DTypeName(t.dtype()), DTypeName(items[0].dtype()));
+      return NodeError(ctx, "tensor {} has dtype {}, expected {}", i, DTypeName(t.dtype()),
+                       DTypeName(items[0].dtype()));
     bool ok = t.rank() == static_cast<int64_t>(s0.size());
     for (size_t d = 0; ok && d < s0.size(); ++d)
       if (t.shape()[d] != s0[d] && (p.new_axis || static_cast<int64_t>(d) != p.axis)) ok = false;
     if (!ok)
-      return NodeError(ctx, "tensor {} has shape {}, which does not match tensor 0's {} along axis {}{}", i,
-                       ShapeToString(t.shape()), ShapeToString(s0), p.axis, p.new_axis ? " (new_axis=1)" : "");
+      return NodeError(
+          ctx, "tensor {} has shape {}, which does not match tensor 0's {} along axis {}{}", i,
+          ShapeToString(t.shape()), ShapeToString(s0), p.axis, p.new_axis ? " (new_axis=1)" : "");
   }
   p.out_shape = s0;
   if (p.new_axis) {
@@ -281,7 +293,8 @@ void RunConcatFromSequence(OpContext& ctx) {
   for (const Tensor& t : items) {
     int64_t len = p.new_axis ? 1 : t.dim(p.axis);
     for (int64_t o = 0; o < outer; ++o)
-      CopyElements(t.dtype(), ElemPtr(t, o * len * inner), ElemPtr(out, (o * total + offset) * inner), len * inner);
+      CopyElements(t.dtype(), ElemPtr(t, o * len * inner),
+                   ElemPtr(out, (o * total + offset) * inner), len * inner);
     offset += len;
   }
 }
@@ -295,17 +308,17 @@ Status PrepareSequenceMap(OpContext& ctx) {
     if (!ctx.has_input(i)) return NodeError(ctx, "additional input {} is missing", i);
     const Value& v = ctx.input_value(i);
     if (v.is_sequence() && v.sequence().size() != n)
-      return NodeError(ctx, "input {} is a sequence of {} tensors, expected {} (input 0's length)", i,
-                       v.sequence().size(), n);
+      return NodeError(ctx, "input {} is a sequence of {} tensors, expected {} (input 0's length)",
+                       i, v.sequence().size(), n);
   }
   SubgraphRunner* body = ctx.subgraph("body");
   if (!body) return NodeError(ctx, "is missing the graph attribute 'body'");
   if (body->graph().inputs.size() != ctx.num_inputs())
-    return NodeError(ctx, "body has {} inputs, expected {} (the node's inputs)", body->graph().inputs.size(),
-                     ctx.num_inputs());
+    return NodeError(ctx, "body has {} inputs, expected {} (the node's inputs)",
+                     body->graph().inputs.size(), ctx.num_inputs());
   if (body->graph().outputs.size() != ctx.num_outputs())
-    return NodeError(ctx, "body has {} outputs, expected {} (the node's outputs)", body->graph().outputs.size(),
-                     ctx.num_outputs());
+    return NodeError(ctx, "body has {} outputs, expected {} (the node's outputs)",
+                     body->graph().outputs.size(), ctx.num_outputs());
   return Status::Ok();
 }
 
@@ -324,20 +337,25 @@ void RunSequenceMap(OpContext& ctx) {
     if (!st.ok()) return ctx.fail(st.With(fmt::format("{} element {}", ctx.node().Describe(), k)));
     for (size_t j = 0; j < results.size(); ++j) {
       if (!outs[j].is_tensor())
-        return ctx.fail(InvalidError("{}: body output {} is not a tensor for element {}", ctx.node().Describe(), j, k));
+        return ctx.fail(InvalidError("{}: body output {} is not a tensor for element {}",
+                                     ctx.node().Describe(), j, k));
       results[j].push_back(outs[j].tensor().Clone());
     }
   }
   for (size_t j = 0; j < results.size(); ++j) {
     DType dt = DType::kUndefined;
-    if (!results[j].empty()) dt = results[j][0].dtype();
-    else if (body->graph().outputs[j].type.kind == ir::TypeInfo::Kind::kTensor) dt = body->graph().outputs[j].type.elem_type;
+    if (!results[j].empty())
+      dt = results[j][0].dtype();
+    else if (body->graph().outputs[j].type.kind == ir::TypeInfo::Kind::kTensor)
+      dt = body->graph().outputs[j].type.elem_type;
     ctx.set_output_value(j, Value::Sequence(std::move(results[j]), dt));
   }
 }
 
 // ---- Optional ----
-Status PrepareOptional(OpContext& ctx) { return CheckArity(ctx, 0, 1); }
+Status PrepareOptional(OpContext& ctx) {
+  return CheckArity(ctx, 0, 1);
+}
 
 void RunOptional(OpContext& ctx) {
   if (!ctx.has_input(0)) return ctx.set_output_value(0, Value());
@@ -353,7 +371,9 @@ Status PrepareOptionalHasElement(OpContext& ctx) {
   return Status::Ok();
 }
 
-void RunOptionalHasElement(OpContext& ctx) { ctx.output(0).data<bool>()[0] = ctx.has_input(0); }
+void RunOptionalHasElement(OpContext& ctx) {
+  ctx.output(0).data<bool>()[0] = ctx.has_input(0);
+}
 
 // ---- OptionalGetElement ----
 Status PrepareOptionalGetElement(OpContext& ctx) {
@@ -365,7 +385,9 @@ Status PrepareOptionalGetElement(OpContext& ctx) {
 
 void RunOptionalGetElement(OpContext& ctx) {
   const Value& v = ctx.input_value(0);
-  if (v.is_tensor()) return CopyElements(v.tensor().dtype(), v.tensor().raw(), ctx.output(0).raw(), v.tensor().size());
+  if (v.is_tensor())
+    return CopyElements(v.tensor().dtype(), v.tensor().raw(), ctx.output(0).raw(),
+                        v.tensor().size());
   ctx.set_output_value(0, OwnedSequence(v.sequence(), ElemType(v)));
 }
 
@@ -386,6 +408,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> SequenceOps() { return kOps; }
+std::span<const OpDef> SequenceOps() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

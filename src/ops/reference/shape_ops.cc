@@ -88,8 +88,10 @@ void RunCopyPlan(const OpContext& ctx, const CopyPlan& p, DType dt, const void* 
       bool filled = false;
       for (size_t d = 0; d + 1 < rank; ++d) {
         int64_t ix = p.maps[d].empty() ? coord[d] : p.maps[d][static_cast<size_t>(coord[d])];
-        if (ix < 0) filled = true;
-        else base += ix * p.strides[d];
+        if (ix < 0)
+          filled = true;
+        else
+          base += ix * p.strides[d];
       }
       const int64_t out0 = row * inner;
       if (filled) {
@@ -99,8 +101,10 @@ void RunCopyPlan(const OpContext& ctx, const CopyPlan& p, DType dt, const void* 
       } else {
         for (int64_t j = 0; j < inner; ++j) {
           int64_t ix = inner_map.empty() ? j : inner_map[static_cast<size_t>(j)];
-          if (ix < 0) CopyElement(dt, fill, 0, dst, out0 + j, elem);
-          else CopyElement(dt, src, base + ix * inner_stride, dst, out0 + j, elem);
+          if (ix < 0)
+            CopyElement(dt, fill, 0, dst, out0 + j, elem);
+          else
+            CopyElement(dt, src, base + ix * inner_stride, dst, out0 + j, elem);
         }
       }
       for (size_t d = rank - 1; d-- > 0;) {
@@ -138,8 +142,9 @@ Result<std::vector<int64_t>> TransposePerm(const OpContext& ctx) {
     }
     seen[static_cast<size_t>(a)] = true;
   }
-  if (!ok) return NodeError(ctx, "perm {} is not a permutation of the {} axes of data {}",
-                            ShapeToString(perm), r, ShapeToString(ctx.input(0).shape()));
+  if (!ok)
+    return NodeError(ctx, "perm {} is not a permutation of the {} axes of data {}",
+                     ShapeToString(perm), r, ShapeToString(ctx.input(0).shape()));
   return perm;
 }
 
@@ -171,15 +176,20 @@ Result<CopyPlan> SlicePlan(const OpContext& ctx) {
     const std::initializer_list<DType> kIndex = {DType::kInt32, DType::kInt64};
     FERRY_ASSIGN_OR_RETURN(starts, IntsInput(ctx, 1, "starts", kIndex));
     FERRY_ASSIGN_OR_RETURN(ends, IntsInput(ctx, 2, "ends", kIndex));
-    if (ctx.has_input(3)) FERRY_ASSIGN_OR_RETURN(axes, IntsInput(ctx, 3, "axes", kIndex));
-    if (ctx.has_input(4)) FERRY_ASSIGN_OR_RETURN(steps, IntsInput(ctx, 4, "steps", kIndex));
+    if (ctx.has_input(3)) {
+      FERRY_ASSIGN_OR_RETURN(axes, IntsInput(ctx, 3, "axes", kIndex));
+    }
+    if (ctx.has_input(4)) {
+      FERRY_ASSIGN_OR_RETURN(steps, IntsInput(ctx, 4, "steps", kIndex));
+    }
   }
   const size_t n = starts.size();
   if (axes.empty() && !(ctx.opset() < 10 ? ctx.has_attr("axes") : ctx.has_input(3)))
     for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty() && !ctx.has_input(4)) steps.assign(n, 1);
   if (ends.size() != n || axes.size() != n || steps.size() != n)
-    return NodeError(ctx, "starts, ends, axes and steps have {}, {}, {} and {} entries, expected equal",
+    return NodeError(ctx,
+                     "starts, ends, axes and steps have {}, {}, {} and {} entries, expected equal",
                      n, ends.size(), axes.size(), steps.size());
   FERRY_ASSIGN_OR_RETURN(std::vector<int64_t> norm, NormalizeAxes(ctx, axes, x.rank(), "axis"));
   CopyPlan p{x.shape(), Strides(x.shape()), {}};
@@ -197,8 +207,8 @@ Result<CopyPlan> SlicePlan(const OpContext& ctx) {
     } else if (dim > 0) {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      const int64_t mag = step == std::numeric_limits<int64_t>::min()
-                              ? std::numeric_limits<int64_t>::max() : -step;
+      const int64_t mag =
+          step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
       if (s > e) count = (s - e - 1) / mag + 1;
     }
     std::vector<int64_t>& map = p.maps[static_cast<size_t>(norm[i])];
@@ -229,7 +239,8 @@ Result<CopyPlan> ExpandPlan(const OpContext& ctx) {
     if (d < 0) return NodeError(ctx, "shape {} has a negative dim", ShapeToString(shape));
   FERRY_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(ctx, {x.shape(), shape}));
   FERRY_RETURN_IF_ERROR(CheckedProduct(ctx, out).status());
-  CopyPlan p{out, std::vector<int64_t>(out.size(), 0), std::vector<std::vector<int64_t>>(out.size())};
+  CopyPlan p{out, std::vector<int64_t>(out.size(), 0),
+             std::vector<std::vector<int64_t>>(out.size())};
   std::vector<int64_t> in_strides = Strides(x.shape());
   const size_t off = out.size() - x.shape().size();
   for (size_t d = 0; d < x.shape().size(); ++d)
@@ -271,7 +282,8 @@ Result<CopyPlan> TilePlan(const OpContext& ctx) {
                      repeats.size(), ShapeToString(x.shape()), x.rank());
   CopyPlan p{x.shape(), Strides(x.shape()), {}};
   for (size_t d = 0; d < repeats.size(); ++d) {
-    if (repeats[d] < 0) return NodeError(ctx, "repeats {} has a negative entry", ShapeToString(repeats));
+    if (repeats[d] < 0)
+      return NodeError(ctx, "repeats {} has a negative entry", ShapeToString(repeats));
     p.out_shape[d] = x.shape()[d] * repeats[d];
   }
   FERRY_RETURN_IF_ERROR(CheckedProduct(ctx, p.out_shape).status());
@@ -337,7 +349,8 @@ Result<CopyPlan> PadPlan(const OpContext& ctx) {
     const int64_t kept = dim + std::min<int64_t>(begin, 0) + std::min<int64_t>(end, 0);
     const int64_t lead = std::max<int64_t>(begin, 0);
     if (mode != "constant" && kept <= 0 && out > 0)
-      return NodeError(ctx, "{} padding of axis {} needs data, but it has no elements left", mode, a);
+      return NodeError(ctx, "{} padding of axis {} needs data, but it has no elements left", mode,
+                       a);
     std::vector<int64_t> map(static_cast<size_t>(out));
     for (int64_t o = 0; o < out; ++o) {
       int64_t i_c = o - lead;
@@ -374,8 +387,8 @@ Status PreparePad(OpContext& ctx) {
     FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 2, "constant_value"));
     const Tensor& v = ctx.input(2);
     if (v.dtype() != x.dtype() || v.size() != 1)
-      return NodeError(ctx, "constant_value is {} {}, expected one {} element", DTypeName(v.dtype()),
-                       ShapeToString(v.shape()), DTypeName(x.dtype()));
+      return NodeError(ctx, "constant_value is {} {}, expected one {} element",
+                       DTypeName(v.dtype()), ShapeToString(v.shape()), DTypeName(x.dtype()));
   }
   FERRY_ASSIGN_OR_RETURN(CopyPlan p, PadPlan(ctx));
   ctx.set_output(0, x.dtype(), p.out_shape);
@@ -391,8 +404,10 @@ void RunPad(OpContext& ctx) {
     const float v = ctx.attr_float("value", 0.f);
     VisitPod(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (std::is_same_v<T, bool>) fill.data<T>()[0] = v != 0.f;
-      else fill.data<T>()[0] = static_cast<T>(static_cast<ComputeType<T>>(v));
+      if constexpr (std::is_same_v<T, bool>)
+        fill.data<T>()[0] = v != 0.f;
+      else
+        fill.data<T>()[0] = static_cast<T>(static_cast<ComputeType<T>>(v));
     });
   }
   RunCopyPlan(ctx, PadPlan(ctx).value(), x.dtype(), x.raw(), ctx.output(0).raw(), fill.raw());
@@ -403,7 +418,8 @@ void RunPad(OpContext& ctx) {
 Result<CopyPlan> BlockPlan(const OpContext& ctx, bool to_space) {
   const Tensor& x = ctx.input(0);
   if (x.rank() != 4)
-    return NodeError(ctx, "input has shape {}, expected rank 4 (N, C, H, W)", ShapeToString(x.shape()));
+    return NodeError(ctx, "input has shape {}, expected rank 4 (N, C, H, W)",
+                     ShapeToString(x.shape()));
   const int64_t b = ctx.attr_int("blocksize", 0);
   if (b <= 0) return NodeError(ctx, "blocksize {} must be positive", b);
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
@@ -451,6 +467,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> ShapeOps() { return kOps; }
+std::span<const OpDef> ShapeOps() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

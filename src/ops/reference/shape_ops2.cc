@@ -101,8 +101,8 @@ Status PrepareReshape(OpContext& ctx) {
       return NodeError(ctx, "shape {} has invalid dim {}", ShapeToString(target), d);
     } else if (d == 0 && !allow_zero) {
       if (static_cast<int64_t>(i) >= x.rank())
-        return NodeError(ctx, "shape {} copies dim {} but data {} has rank {}", ShapeToString(target),
-                         i, ShapeToString(x.shape()), x.rank());
+        return NodeError(ctx, "shape {} copies dim {} but data {} has rank {}",
+                         ShapeToString(target), i, ShapeToString(x.shape()), x.rank());
       d = x.dim(static_cast<int64_t>(i));
     }
     out[i] = d;
@@ -147,7 +147,9 @@ Status PrepareSqueeze(OpContext& ctx) {
     axes = ctx.attr_ints("axes");
   } else {
     FERRY_RETURN_IF_ERROR(CheckArity(ctx, 1, 2));
-    if (ctx.has_input(1)) FERRY_ASSIGN_OR_RETURN(axes, IntsInput(ctx, 1, "axes"));
+    if (ctx.has_input(1)) {
+      FERRY_ASSIGN_OR_RETURN(axes, IntsInput(ctx, 1, "axes"));
+    }
   }
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "data"));
   const Tensor& x = ctx.input(0);
@@ -196,8 +198,10 @@ int64_t ConcatAxis(const OpContext& ctx) {
 
 Status PrepareConcat(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 1, std::numeric_limits<size_t>::max()));
-  if (ctx.opset() >= 4 && !ctx.has_attr("axis")) return NodeError(ctx, "the 'axis' attribute is missing");
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) FERRY_RETURN_IF_ERROR(RequireTensor(ctx, i, "inputs"));
+  if (ctx.opset() >= 4 && !ctx.has_attr("axis"))
+    return NodeError(ctx, "the 'axis' attribute is missing");
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    FERRY_RETURN_IF_ERROR(RequireTensor(ctx, i, "inputs"));
   const Tensor& x0 = ctx.input(0);
   if (x0.rank() == 0) return NodeError(ctx, "cannot concatenate scalars");
   FERRY_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.attr_int("axis", 1), x0.rank()));
@@ -272,12 +276,13 @@ Result<std::vector<int64_t>> SplitSizes(const OpContext& ctx, int64_t dim) {
   if (n <= 0) return NodeError(ctx, "has no outputs");
   if (dim % n == 0) return std::vector<int64_t>(static_cast<size_t>(n), dim / n);
   if (ctx.opset() < 18)
-    return NodeError(ctx, "the split axis has {} elements, which do not split evenly into {} outputs",
-                     dim, n);
+    return NodeError(
+        ctx, "the split axis has {} elements, which do not split evenly into {} outputs", dim, n);
   // Opset 18: chunks of ceil(dim / n); the last one takes what is left.
   const int64_t chunk = (dim + n - 1) / n;
   if (chunk * (n - 1) > dim)
-    return NodeError(ctx, "the split axis has {} elements, too few for {} chunks of {}", dim, n, chunk);
+    return NodeError(ctx, "the split axis has {} elements, too few for {} chunks of {}", dim, n,
+                     chunk);
   split.assign(static_cast<size_t>(n), chunk);
   split.back() = dim - chunk * (n - 1);
   return split;
@@ -367,7 +372,8 @@ Result<int64_t> RangeCount(const OpContext& ctx) {
     if ((d > 0 && l > s) || (d < 0 && l < s)) {
       const uint64_t span = d > 0 ? static_cast<uint64_t>(l) - static_cast<uint64_t>(s)
                                   : static_cast<uint64_t>(s) - static_cast<uint64_t>(l);
-      const uint64_t mag = d > 0 ? static_cast<uint64_t>(d) : uint64_t{0} - static_cast<uint64_t>(d);
+      const uint64_t mag =
+          d > 0 ? static_cast<uint64_t>(d) : uint64_t{0} - static_cast<uint64_t>(d);
       const uint64_t n = (span - 1) / mag + 1;
       if (n > (uint64_t{1} << 40)) return NodeError(ctx, "range of {} elements is too large", n);
       count = static_cast<int64_t>(n);
@@ -403,7 +409,8 @@ void RunRange(OpContext& ctx) {
       const A start = static_cast<A>(ctx.input(0).data<T>()[0]);
       const A delta = static_cast<A>(ctx.input(2).data<T>()[0]);
       T* out = y.data<T>();
-      for (int64_t i = 0; i < y.size(); ++i) out[i] = static_cast<T>(start + static_cast<A>(i) * delta);
+      for (int64_t i = 0; i < y.size(); ++i)
+        out[i] = static_cast<T>(start + static_cast<A>(i) * delta);
     }
   });
 }
@@ -419,7 +426,8 @@ Status PrepareTrilu(OpContext& ctx) {
     FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 1, "k"));
     FERRY_RETURN_IF_ERROR(RequireDType(ctx, 1, {DType::kInt64}));
     if (ctx.input(1).size() != 1)
-      return NodeError(ctx, "k has shape {}, expected a scalar", ShapeToString(ctx.input(1).shape()));
+      return NodeError(ctx, "k has shape {}, expected a scalar",
+                       ShapeToString(ctx.input(1).shape()));
   }
   ctx.set_output(0, x.dtype(), x.shape());
   return Status::Ok();
@@ -448,7 +456,8 @@ Status PrepareEyeLike(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 1, 1));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "input"));
   const Tensor& x = ctx.input(0);
-  if (x.rank() != 2) return NodeError(ctx, "input has shape {}, expected rank 2", ShapeToString(x.shape()));
+  if (x.rank() != 2)
+    return NodeError(ctx, "input has shape {}, expected rank 2", ShapeToString(x.shape()));
   DType dt = x.dtype();
   if (ctx.has_attr("dtype")) {
     const int64_t code = ctx.attr_int("dtype", 0);
@@ -475,8 +484,9 @@ void RunEyeLike(OpContext& ctx) {
 }
 
 // ---- Dropout ----
-// Before opset 7 `is_test` = 0 (the default) asks for training; opsets 7 to 11 are inference
-// only; since 12 the ratio and training_mode inputs decide. Training drops each element with
+// Before opset 7 only an explicit `is_test` = 0 asks for training (an absent is_test runs
+// inference, as ONNX Runtime does: exported models are for inference); opsets 7 to 11 are
+// inference only; since 12 the ratio and training_mode inputs decide. Training drops each element with
 // probability `ratio` and scales the kept ones by 1 / (1 - ratio).
 struct DropoutMode {
   bool training = false;
@@ -487,14 +497,15 @@ Result<DropoutMode> GetDropoutMode(const OpContext& ctx) {
   DropoutMode m;
   if (ctx.opset() < 12) {
     m.ratio = ctx.attr_float("ratio", 0.5f);
-    m.training = ctx.opset() < 7 && ctx.attr_int("is_test", 0) == 0;
+    m.training = ctx.opset() < 7 && ctx.attr_int("is_test", 1) == 0;
   } else {
     if (ctx.has_input(1)) {
       FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 1, "ratio"));
       FERRY_RETURN_IF_ERROR(
           RequireDType(ctx, 1, {DType::kFloat, DType::kDouble, DType::kFloat16, DType::kBFloat16}));
       if (ctx.input(1).size() != 1)
-        return NodeError(ctx, "ratio has shape {}, expected a scalar", ShapeToString(ctx.input(1).shape()));
+        return NodeError(ctx, "ratio has shape {}, expected a scalar",
+                         ShapeToString(ctx.input(1).shape()));
       m.ratio = ctx.input(1).GetAsDouble(0);
     }
     if (ctx.has_input(2)) {
@@ -519,7 +530,8 @@ Status PrepareDropout(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(GetDropoutMode(ctx).status());
   const Tensor& x = ctx.input(0);
   ctx.set_output(0, x.dtype(), x.shape());
-  if (ctx.num_outputs() > 1) ctx.set_output(1, ctx.opset() < 10 ? x.dtype() : DType::kBool, x.shape());
+  if (ctx.num_outputs() > 1)
+    ctx.set_output(1, ctx.opset() < 10 ? x.dtype() : DType::kBool, x.shape());
   return Status::Ok();
 }
 
@@ -553,7 +565,8 @@ void RunDropout(OpContext& ctx) {
       const uint32_t a = static_cast<uint32_t>(gen()) >> 5, b = static_cast<uint32_t>(gen()) >> 6;
       const double u = (a * 67108864.0 + b) / 9007199254740992.0;
       const bool keep = u >= m.ratio;
-      out[i] = keep ? static_cast<T>(static_cast<C>(in[i]) * static_cast<C>(scale)) : static_cast<T>(C(0));
+      out[i] = keep ? static_cast<T>(static_cast<C>(in[i]) * static_cast<C>(scale))
+                    : static_cast<T>(C(0));
       if (keep && mask) CopyElement(mask->dtype(), one.raw(), 0, mask->raw(), i, mask_elem);
     }
   });
@@ -575,6 +588,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> ShapeOps2() { return kOps; }
+std::span<const OpDef> ShapeOps2() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

@@ -1,7 +1,7 @@
 // Reference kernels: elementwise unary math (Abs, Exp, Sin...), activations (Relu, Elu, Gelu...),
 // predicates (IsNaN, IsInf), logical/bitwise Not, Shrink and Clip.
 //
-// Most ops are a small function object applied per element by MapElements: the element is read
+// Most ops are a small function object applied per element by RunMap: the element is read
 // as ComputeType<T> (float for float16/bfloat16), transformed, and written back as T.
 #include <string>
 #include <type_traits>

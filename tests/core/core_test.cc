@@ -1,0 +1,74 @@
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "core/half.h"
+#include "core/npy.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace ferry {
+namespace {
+
+TEST(Half, RoundTripsAndRoundsToNearestEven) {
+  for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f})
+    EXPECT_EQ(static_cast<float>(Float16(f)), f) << f;
+  EXPECT_EQ(Float16(1.0f + 1.0f / 2048).bits, Float16(1.0f).bits);  // tie -> even
+  EXPECT_EQ(Float16(1.0f + 3.0f / 2048).bits, Float16(1.0f + 4.0f / 2048).bits);
+  EXPECT_TRUE(std::isinf(static_cast<float>(Float16(70000.0f))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(Float16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(static_cast<float>(BFloat16(1.5f)), 1.5f);
+  EXPECT_EQ(BFloat16(1.0f + 1.0f / 256).bits, BFloat16(1.0f).bits);
+}
+
+TEST(Npy, RoundTripsEveryDtypeAndShape) {
+  Tensor f = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto r = ParseNpy(SerializeNpy(f), "mem");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r.value().shape(), (Shape{2, 3}));
+  EXPECT_EQ(r.value().data<float>()[5], 6.0f);
+  Tensor scalar = Tensor::FromVector<int64_t>({42}, {});
+  auto r2 = ParseNpy(SerializeNpy(scalar), "mem");
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2.value().rank(), 0);
+  EXPECT_EQ(r2.value().data<int64_t>()[0], 42);
+  Tensor s(DType::kString, {2});
+  s.data<std::string>()[0] = "héllo";
+  s.data<std::string>()[1] = "";
+  auto r3 = ParseNpy(SerializeNpy(s), "mem");
+  ASSERT_TRUE(r3.ok());
+  EXPECT_EQ(r3.value().data<std::string>()[0], "héllo");
+  Tensor b = Tensor::FromVector<bool>({true, false, true}, {3});
+  auto r4 = ParseNpy(SerializeNpy(b), "mem");
+  ASSERT_TRUE(r4.ok());
+  EXPECT_EQ(r4.value().dtype(), DType::kBool);
+}
+
+TEST(Npy, RejectsGarbageAndTruncation) {
+  EXPECT_EQ(ParseNpy("hello", "x.npy").status().code(), StatusCode::kInvalid);
+  std::string good = SerializeNpy(Tensor(DType::kFloat, {4, 4}));
+  auto r = ParseNpy(good.substr(0, good.size() - 3), "t.npy");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("t.npy"), std::string::npos);
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos);
+}
+
+TEST(ThreadPool, CoversRangeOnceInDeterministicChunks) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(1001);
+  pool.ParallelFor(1001, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  std::vector<std::pair<int64_t, int64_t>> chunks(2);
+  std::atomic<int> k{0};
+  pool.ParallelFor(10, 1, [&](int64_t b, int64_t e) { chunks[static_cast<size_t>(k++)] = {b, e}; });
+  std::sort(chunks.begin(), chunks.end());
+  EXPECT_EQ(chunks[0], (std::pair<int64_t, int64_t>{0, 5}));
+  EXPECT_EQ(chunks[1], (std::pair<int64_t, int64_t>{5, 10}));
+}
+
+}  // namespace
+}  // namespace ferry
