@@ -33,12 +33,15 @@ nlohmann::json IoJson(const ir::ValueInfo& v) {
   j["name"] = v.name;
   j["type"] = v.type.ToString();
   if (v.type.kind == ir::TypeInfo::Kind::kTensor) {
-    j["dtype"] = v.type.elem_type == DType::kUndefined ? std::string("undefined") : std::string(DTypeName(v.type.elem_type));
+    j["dtype"] = v.type.elem_type == DType::kUndefined ? std::string("undefined")
+                                                       : std::string(DTypeName(v.type.elem_type));
     if (v.type.shape) {
       nlohmann::json dims = nlohmann::json::array();
       for (const auto& d : *v.type.shape) {
-        if (d.value) dims.push_back(*d.value);
-        else dims.push_back(d.symbol.empty() ? std::string("?") : d.symbol);
+        if (d.value)
+          dims.push_back(*d.value);
+        else
+          dims.push_back(d.symbol.empty() ? std::string("?") : d.symbol);
       }
       j["shape"] = dims;
     } else {
@@ -92,7 +95,8 @@ int RunInspect(const Options& o) {
   j["domain"] = m.domain;
   j["model_version"] = m.model_version;
   nlohmann::json opsets = nlohmann::json::object();
-  for (const auto& op : m.opset_imports) opsets[op.domain.empty() ? "ai.onnx" : op.domain] = op.version;
+  for (const auto& op : m.opset_imports)
+    opsets[op.domain.empty() ? "ai.onnx" : op.domain] = op.version;
   j["opset_imports"] = opsets;
   j["inputs"] = nlohmann::json::array();
   for (const auto* vi : g.RealInputs()) j["inputs"].push_back(IoJson(*vi));
@@ -118,9 +122,11 @@ int RunInspect(const Options& o) {
   }
   std::string opset_s;
   for (const auto& op : m.opset_imports)
-    opset_s += fmt::format("{}{}={}", opset_s.empty() ? "" : ", ", op.domain.empty() ? "ai.onnx" : op.domain, op.version);
+    opset_s += fmt::format("{}{}={}", opset_s.empty() ? "" : ", ",
+                           op.domain.empty() ? "ai.onnx" : op.domain, op.version);
   fmt::print("model      {}\n", o.model);
-  fmt::print("producer   {} {}   ir_version {}   opsets {}\n", m.producer_name, m.producer_version, m.ir_version, opset_s);
+  fmt::print("producer   {} {}   ir_version {}   opsets {}\n", m.producer_name, m.producer_version,
+             m.ir_version, opset_s);
   fmt::print("inputs\n");
   for (const auto* vi : g.RealInputs()) fmt::print("  {:<24} {}\n", vi->name, vi->type.ToString());
   fmt::print("outputs\n");

@@ -45,7 +45,8 @@ Result<Loaded> Load(const Options& o) {
 }
 
 std::string ValueSummary(const Value& v) {
-  if (v.is_tensor()) return fmt::format("{}{}", DTypeName(v.tensor().dtype()), ShapeToString(v.tensor().shape()));
+  if (v.is_tensor())
+    return fmt::format("{}{}", DTypeName(v.tensor().dtype()), ShapeToString(v.tensor().shape()));
   if (v.is_sequence()) return fmt::format("sequence of {}", v.sequence().size());
   return "none";
 }
@@ -58,7 +59,8 @@ struct Comparison {
   std::string problem;  // shape/dtype/kind mismatch
 };
 
-void CompareTensors(const Tensor& got_in, const Tensor& want, double rtol, double atol, Comparison* c) {
+void CompareTensors(const Tensor& got_in, const Tensor& want, double rtol, double atol,
+                    Comparison* c) {
   Tensor got = got_in;
   if (got.dtype() == DType::kBFloat16 && want.dtype() == DType::kUint16) {
     // Expected bfloat16 values stored as their uint16 bits (numpy has no bfloat16): compare bits.
@@ -67,12 +69,14 @@ void CompareTensors(const Tensor& got_in, const Tensor& want, double rtol, doubl
   }
   if (got.dtype() != want.dtype()) {
     c->ok = false;
-    c->problem = fmt::format("dtype {} vs expected {}", DTypeName(got.dtype()), DTypeName(want.dtype()));
+    c->problem =
+        fmt::format("dtype {} vs expected {}", DTypeName(got.dtype()), DTypeName(want.dtype()));
     return;
   }
   if (got.shape() != want.shape()) {
     c->ok = false;
-    c->problem = fmt::format("shape {} vs expected {}", ShapeToString(got.shape()), ShapeToString(want.shape()));
+    c->problem = fmt::format("shape {} vs expected {}", ShapeToString(got.shape()),
+                             ShapeToString(want.shape()));
     return;
   }
   if (got.dtype() == DType::kString) {
@@ -98,7 +102,9 @@ void CompareTensors(const Tensor& got_in, const Tensor& want, double rtol, doubl
     for (int64_t i = 0; i < got.size(); ++i) {
       int64_t a = got.GetAsInt64(i), e = want.GetAsInt64(i);
       if (got.dtype() == DType::kUint64) {
-        if (static_cast<const uint64_t*>(got.raw())[i] != static_cast<const uint64_t*>(want.raw())[i]) ++c->mismatches;
+        if (static_cast<const uint64_t*>(got.raw())[i] !=
+            static_cast<const uint64_t*>(want.raw())[i])
+          ++c->mismatches;
         continue;
       }
       double d = std::fabs(static_cast<double>(a) - static_cast<double>(e));
@@ -120,10 +126,12 @@ Comparison CompareValues(const Value& got, const Value& want, double rtol, doubl
   if (got.is_sequence()) {
     if (got.sequence().size() != want.sequence().size()) {
       c.ok = false;
-      c.problem = fmt::format("sequence of {} vs expected {}", got.sequence().size(), want.sequence().size());
+      c.problem = fmt::format("sequence of {} vs expected {}", got.sequence().size(),
+                              want.sequence().size());
       return c;
     }
-    for (size_t i = 0; i < got.sequence().size() && c.ok; ++i) CompareTensors(got.sequence()[i], want.sequence()[i], rtol, atol, &c);
+    for (size_t i = 0; i < got.sequence().size() && c.ok; ++i)
+      CompareTensors(got.sequence()[i], want.sequence()[i], rtol, atol, &c);
   }
   return c;
 }
@@ -146,7 +154,8 @@ std::vector<std::string> ListSorted(const fs::path& dir, const std::string& pref
 int RunTestData(const Options& o, Loaded& l) {
   fs::path dir(o.test_data);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return ReportError(InvalidError("test data folder '{}' does not exist", o.test_data));
+  if (!fs::is_directory(dir, ec))
+    return ReportError(InvalidError("test data folder '{}' does not exist", o.test_data));
   std::vector<std::string> sets = ListSorted(dir, "test_data_set_");
   if (sets.empty()) sets.push_back(dir.string());
   const ir::Graph& g = l.model->graph;
@@ -167,7 +176,8 @@ int RunTestData(const Options& o, Loaded& l) {
         if (!name.empty() && in.name == name) vi = &in;
       if (!vi) {
         if (k >= real.size())
-          return ReportError(InvalidError("'{}': the model has only {} inputs", in_files[k], real.size()));
+          return ReportError(
+              InvalidError("'{}': the model has only {} inputs", in_files[k], real.size()));
         vi = real[k];
       }
       auto v = ReadInputFile(in_files[k], vi->type);
@@ -177,7 +187,8 @@ int RunTestData(const Options& o, Loaded& l) {
     auto outs = l.session->Run(feeds);
     if (!outs.ok()) return ReportError(outs.status().With(set));
     if (out_files.size() != outs->size())
-      return ReportError(InvalidError("'{}' has {} expected outputs, the model produces {}", set, out_files.size(), outs->size()));
+      return ReportError(InvalidError("'{}' has {} expected outputs, the model produces {}", set,
+                                      out_files.size(), outs->size()));
     nlohmann::json jouts = nlohmann::json::array();
     for (size_t k = 0; k < out_files.size(); ++k) {
       auto want = ir::ReadValuePb(out_files[k], g.outputs[k].type);
@@ -186,16 +197,24 @@ int RunTestData(const Options& o, Loaded& l) {
       all_ok = all_ok && c.ok;
       std::string set_name = fs::path(set).filename().string();
       if (!o.json)
-        fmt::print("{} {:<20} {:<26} max_abs {:.3g} max_rel {:.3g} {}{}\n", set_name, g.outputs[k].name,
-                   ValueSummary((*outs)[k]), c.max_abs, c.max_rel, c.ok ? "ok" : "MISMATCH",
-                   c.problem.empty() ? (c.mismatches ? fmt::format(" ({} elements)", c.mismatches) : "") : " (" + c.problem + ")");
-      jouts.push_back({{"name", g.outputs[k].name}, {"ok", c.ok}, {"max_abs", c.max_abs}, {"max_rel", c.max_rel},
-                       {"mismatches", c.mismatches}, {"problem", c.problem}});
+        fmt::print(
+            "{} {:<20} {:<26} max_abs {:.3g} max_rel {:.3g} {}{}\n", set_name, g.outputs[k].name,
+            ValueSummary((*outs)[k]), c.max_abs, c.max_rel, c.ok ? "ok" : "MISMATCH",
+            c.problem.empty() ? (c.mismatches ? fmt::format(" ({} elements)", c.mismatches) : "")
+                              : " (" + c.problem + ")");
+      jouts.push_back({{"name", g.outputs[k].name},
+                       {"ok", c.ok},
+                       {"max_abs", c.max_abs},
+                       {"max_rel", c.max_rel},
+                       {"mismatches", c.mismatches},
+                       {"problem", c.problem}});
     }
     jsets.push_back({{"set", set}, {"outputs", jouts}});
   }
-  if (o.json) std::printf("%s\n", nlohmann::json({{"ok", all_ok}, {"sets", jsets}}).dump(2).c_str());
-  else fmt::print("{}\n", all_ok ? "all outputs match" : "outputs differ");
+  if (o.json)
+    std::printf("%s\n", nlohmann::json({{"ok", all_ok}, {"sets", jsets}}).dump(2).c_str());
+  else
+    fmt::print("{}\n", all_ok ? "all outputs match" : "outputs differ");
   return all_ok ? 0 : 1;
 }
 
@@ -208,13 +227,16 @@ int RunOnce(const Options& o, Loaded& l) {
     if (eq == std::string::npos || eq == 0)
       return ReportError(UsageError("--input expects NAME=FILE, got '{}'", spec));
     std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ir::ValueInfo& v) { return v.name == name; });
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(),
+                           [&](const ir::ValueInfo& v) { return v.name == name; });
     if (it == g.inputs.end()) {
       std::string names;
       for (const auto* vi : g.RealInputs()) names += (names.empty() ? "" : ", ") + vi->name;
-      return ReportError(InvalidError("unknown input '{}' (the model's inputs are: {})", name, names));
+      return ReportError(
+          InvalidError("unknown input '{}' (the model's inputs are: {})", name, names));
     }
-    if (!seen.insert(name).second) return ReportError(UsageError("input '{}' is given twice", name));
+    if (!seen.insert(name).second)
+      return ReportError(UsageError("input '{}' is given twice", name));
     auto v = ReadInputFile(file, it->type);
     if (!v.ok()) return ReportError(v.status());
     feeds.emplace_back(name, std::move(v).value());
@@ -225,7 +247,8 @@ int RunOnce(const Options& o, Loaded& l) {
     std::string f = SanitizeFileName(out.name) + ".npy";
     auto [it, inserted] = files.emplace(f, out.name);
     if (!inserted)
-      return ReportError(InvalidError("outputs '{}' and '{}' would both be written to '{}'", it->second, out.name, f));
+      return ReportError(InvalidError("outputs '{}' and '{}' would both be written to '{}'",
+                                      it->second, out.name, f));
   }
   auto outs = l.session->Run(feeds);
   if (!outs.ok()) return ReportError(outs.status());
@@ -253,14 +276,17 @@ int RunOnce(const Options& o, Loaded& l) {
         std::error_code ec;
         fs::create_directories(base, ec);
         for (size_t i = 0; i < v.sequence().size(); ++i) {
-          Status st = WriteFileAtomic((fs::path(base) / (std::to_string(i) + ".npy")).string(), SerializeNpy(v.sequence()[i]));
+          Status st = WriteFileAtomic((fs::path(base) / (std::to_string(i) + ".npy")).string(),
+                                      SerializeNpy(v.sequence()[i]));
           if (!st.ok()) return ReportError(st);
         }
         jo["file"] = base + "/";
       }
     }
     jouts.push_back(jo);
-    if (!o.json) fmt::print("{:<24} {}{}\n", g.outputs[k].name, ValueSummary(v), jo.contains("file") ? "  -> " + jo["file"].get<std::string>() : "");
+    if (!o.json)
+      fmt::print("{:<24} {}{}\n", g.outputs[k].name, ValueSummary(v),
+                 jo.contains("file") ? "  -> " + jo["file"].get<std::string>() : "");
   }
   if (o.json) std::printf("%s\n", nlohmann::json({{"outputs", jouts}}).dump(2).c_str());
   return 0;
@@ -271,7 +297,8 @@ int RunCommand(const Options& o) {
   auto l = Load(o);
   if (!l.ok()) return ReportError(l.status());
   if (!o.test_data.empty()) {
-    if (!o.inputs.empty()) return ReportError(UsageError("--test-data and --input cannot be combined"));
+    if (!o.inputs.empty())
+      return ReportError(UsageError("--test-data and --input cannot be combined"));
     return RunTestData(o, l.value());
   }
   return RunOnce(o, l.value());
@@ -284,7 +311,8 @@ void SetupRun(CLI::App& sub, Action* action) {
   sub.add_option("model", o->model, "ONNX model file")->required();
   sub.add_option("--input,-i", o->inputs, "NAME=FILE (.npy or TensorProto .pb); repeatable");
   sub.add_option("--output-dir,-o", o->output_dir, "Write each output as <name>.npy here");
-  sub.add_option("--test-data", o->test_data, "ONNX test case folder (test_data_set_*) or one test_data_set_N");
+  sub.add_option("--test-data", o->test_data,
+                 "ONNX test case folder (test_data_set_*) or one test_data_set_N");
   sub.add_option("--rtol", o->rtol, "Relative tolerance for --test-data (default 1e-3)");
   sub.add_option("--atol", o->atol, "Absolute tolerance for --test-data (default 1e-7)");
   sub.add_option("--threads", o->threads, "Threads (default: one per core)");

@@ -13,8 +13,10 @@ struct CommandRow {
 };
 
 constexpr CommandRow kCommands[] = {
-    {"inspect", "Show a model's inputs, outputs, opsets, ops, parameters and weights checksum", ferry::cli::SetupInspect},
-    {"run", "Run a model once on input files, or check it against ONNX test data", ferry::cli::SetupRun},
+    {"inspect", "Show a model's inputs, outputs, opsets, ops, parameters and weights checksum",
+     ferry::cli::SetupInspect},
+    {"run", "Run a model once on input files, or check it against ONNX test data",
+     ferry::cli::SetupRun},
 };
 
 }  // namespace

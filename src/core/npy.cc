@@ -49,7 +49,8 @@ Result<Descr> ParseDescr(const std::string& d, const std::string& what) {
   if (d.size() < 3) return InvalidError("'{}': bad .npy dtype '{}'", what, d);
   char order = d[0], kind = d[1];
   std::string size_s = d.substr(2);
-  if (order == '>') return InvalidError("'{}': big-endian .npy data ('{}') is not supported", what, d);
+  if (order == '>')
+    return InvalidError("'{}': big-endian .npy data ('{}') is not supported", what, d);
   int size = std::atoi(size_s.c_str());
   Descr r;
   if (kind == 'U') {
@@ -59,13 +60,24 @@ Result<Descr> ParseDescr(const std::string& d, const std::string& what) {
   }
   switch (kind) {
     case 'f':
-      r.dtype = size == 4 ? DType::kFloat : size == 8 ? DType::kDouble : size == 2 ? DType::kFloat16 : DType::kUndefined;
+      r.dtype = size == 4   ? DType::kFloat
+                : size == 8 ? DType::kDouble
+                : size == 2 ? DType::kFloat16
+                            : DType::kUndefined;
       break;
     case 'i':
-      r.dtype = size == 1 ? DType::kInt8 : size == 2 ? DType::kInt16 : size == 4 ? DType::kInt32 : size == 8 ? DType::kInt64 : DType::kUndefined;
+      r.dtype = size == 1   ? DType::kInt8
+                : size == 2 ? DType::kInt16
+                : size == 4 ? DType::kInt32
+                : size == 8 ? DType::kInt64
+                            : DType::kUndefined;
       break;
     case 'u':
-      r.dtype = size == 1 ? DType::kUint8 : size == 2 ? DType::kUint16 : size == 4 ? DType::kUint32 : size == 8 ? DType::kUint64 : DType::kUndefined;
+      r.dtype = size == 1   ? DType::kUint8
+                : size == 2 ? DType::kUint16
+                : size == 4 ? DType::kUint32
+                : size == 8 ? DType::kUint64
+                            : DType::kUndefined;
       break;
     case 'b':
       r.dtype = size == 1 ? DType::kBool : DType::kUndefined;
@@ -73,7 +85,8 @@ Result<Descr> ParseDescr(const std::string& d, const std::string& what) {
     default:
       break;
   }
-  if (r.dtype == DType::kUndefined) return InvalidError("'{}': unsupported .npy dtype '{}'", what, d);
+  if (r.dtype == DType::kUndefined)
+    return InvalidError("'{}': unsupported .npy dtype '{}'", what, d);
   return r;
 }
 
@@ -112,12 +125,14 @@ Result<Tensor> ParseNpy(const std::string& b, const std::string& what) {
   uint8_t major = static_cast<uint8_t>(b[6]);
   size_t header_len, off;
   if (major == 1) {
-    header_len = static_cast<uint8_t>(b[8]) | (static_cast<size_t>(static_cast<uint8_t>(b[9])) << 8);
+    header_len =
+        static_cast<uint8_t>(b[8]) | (static_cast<size_t>(static_cast<uint8_t>(b[9])) << 8);
     off = 10;
   } else if (major == 2 || major == 3) {
     if (b.size() < 12) return InvalidError("'{}': truncated .npy header", what);
     header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(b[8 + i])) << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      header_len |= static_cast<size_t>(static_cast<uint8_t>(b[8 + i])) << (8 * i);
     off = 12;
   } else {
     return InvalidError("'{}': unsupported .npy version {}", what, major);
@@ -138,7 +153,8 @@ Result<Tensor> ParseNpy(const std::string& b, const std::string& what) {
         if (s != std::string::npos) {
           char* endp = nullptr;
           long long v = std::strtoll(tok.c_str() + s, &endp, 10);
-          if (v < 0 || endp == tok.c_str() + s) return InvalidError("'{}': bad .npy shape ({})", what, shape_s);
+          if (v < 0 || endp == tok.c_str() + s)
+            return InvalidError("'{}': bad .npy shape ({})", what, shape_s);
           shape.push_back(v);
         }
         tok.clear();
@@ -199,7 +215,8 @@ Result<Tensor> ParseNpy(const std::string& b, const std::string& what) {
     if (descr.dtype == DType::kString)
       out.data<std::string>()[i] = t.data<std::string>()[src];
     else
-      std::memcpy(static_cast<char*>(out.raw()) + i * elem, static_cast<const char*>(t.raw()) + src * elem, elem);
+      std::memcpy(static_cast<char*>(out.raw()) + i * elem,
+                  static_cast<const char*>(t.raw()) + src * elem, elem);
     for (int64_t d = static_cast<int64_t>(r) - 1; d >= 0; --d) {
       if (++idx[static_cast<size_t>(d)] < shape[static_cast<size_t>(d)]) break;
       idx[static_cast<size_t>(d)] = 0;
@@ -220,11 +237,22 @@ std::vector<uint32_t> Utf8ToCodepoints(const std::string& s) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     uint32_t cp;
     int len;
-    if (c < 0x80) { cp = c; len = 1; }
-    else if ((c >> 5) == 6) { cp = c & 0x1F; len = 2; }
-    else if ((c >> 4) == 14) { cp = c & 0x0F; len = 3; }
-    else if ((c >> 3) == 30) { cp = c & 0x07; len = 4; }
-    else { cp = c; len = 1; }
+    if (c < 0x80) {
+      cp = c;
+      len = 1;
+    } else if ((c >> 5) == 6) {
+      cp = c & 0x1F;
+      len = 2;
+    } else if ((c >> 4) == 14) {
+      cp = c & 0x0F;
+      len = 3;
+    } else if ((c >> 3) == 30) {
+      cp = c & 0x07;
+      len = 4;
+    } else {
+      cp = c;
+      len = 1;
+    }
     for (int k = 1; k < len && i + static_cast<size_t>(k) < s.size(); ++k)
       cp = (cp << 6) | (static_cast<unsigned char>(s[i + static_cast<size_t>(k)]) & 0x3F);
     out.push_back(cp);
@@ -239,19 +267,45 @@ std::string SerializeNpy(const Tensor& t) {
   size_t uchars = 0;
   std::vector<std::vector<uint32_t>> cps;
   switch (t.dtype()) {
-    case DType::kFloat: descr = "<f4"; break;
-    case DType::kDouble: descr = "<f8"; break;
-    case DType::kFloat16: descr = "<f2"; break;
-    case DType::kBFloat16: descr = "<u2"; break;  // numpy has no bfloat16: raw bits
-    case DType::kInt8: descr = "|i1"; break;
-    case DType::kInt16: descr = "<i2"; break;
-    case DType::kInt32: descr = "<i4"; break;
-    case DType::kInt64: descr = "<i8"; break;
-    case DType::kUint8: descr = "|u1"; break;
-    case DType::kUint16: descr = "<u2"; break;
-    case DType::kUint32: descr = "<u4"; break;
-    case DType::kUint64: descr = "<u8"; break;
-    case DType::kBool: descr = "|b1"; break;
+    case DType::kFloat:
+      descr = "<f4";
+      break;
+    case DType::kDouble:
+      descr = "<f8";
+      break;
+    case DType::kFloat16:
+      descr = "<f2";
+      break;
+    case DType::kBFloat16:
+      descr = "<u2";
+      break;  // numpy has no bfloat16: raw bits
+    case DType::kInt8:
+      descr = "|i1";
+      break;
+    case DType::kInt16:
+      descr = "<i2";
+      break;
+    case DType::kInt32:
+      descr = "<i4";
+      break;
+    case DType::kInt64:
+      descr = "<i8";
+      break;
+    case DType::kUint8:
+      descr = "|u1";
+      break;
+    case DType::kUint16:
+      descr = "<u2";
+      break;
+    case DType::kUint32:
+      descr = "<u4";
+      break;
+    case DType::kUint64:
+      descr = "<u8";
+      break;
+    case DType::kBool:
+      descr = "|b1";
+      break;
     case DType::kString:
       for (int64_t i = 0; i < t.size(); ++i) {
         cps.push_back(Utf8ToCodepoints(t.data<std::string>()[i]));
@@ -260,7 +314,9 @@ std::string SerializeNpy(const Tensor& t) {
       uchars = std::max<size_t>(uchars, 1);
       descr = "<U" + std::to_string(uchars);
       break;
-    default: descr = "|V1"; break;
+    default:
+      descr = "|V1";
+      break;
   }
   std::string shape = "(";
   for (size_t i = 0; i < t.shape().size(); ++i) {

@@ -8,7 +8,9 @@ struct Sha256::State {
   crypto_hash_sha256_state s;
 };
 
-Sha256::Sha256() : state_(std::make_unique<State>()) { crypto_hash_sha256_init(&state_->s); }
+Sha256::Sha256() : state_(std::make_unique<State>()) {
+  crypto_hash_sha256_init(&state_->s);
+}
 Sha256::~Sha256() = default;
 
 void Sha256::Update(const void* data, size_t n) {

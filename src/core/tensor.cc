@@ -96,10 +96,14 @@ int64_t Tensor::GetAsInt64(int64_t i) const {
     auto x = static_cast<ComputeType<T>>(static_cast<const T*>(data_)[i]);
     if constexpr (std::is_floating_point_v<decltype(x)>) {
       // NaN reads as 0 and out-of-range values saturate (a plain cast would be undefined).
-      if (std::isnan(x)) v = 0;
-      else if (x >= 9.2233720368547758e18) v = std::numeric_limits<int64_t>::max();
-      else if (x <= -9.2233720368547758e18) v = std::numeric_limits<int64_t>::min();
-      else v = static_cast<int64_t>(x);
+      if (std::isnan(x))
+        v = 0;
+      else if (x >= 9.2233720368547758e18)
+        v = std::numeric_limits<int64_t>::max();
+      else if (x <= -9.2233720368547758e18)
+        v = std::numeric_limits<int64_t>::min();
+      else
+        v = static_cast<int64_t>(x);
     } else {
       v = static_cast<int64_t>(x);
     }

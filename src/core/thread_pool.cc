@@ -32,7 +32,8 @@ static void RunChunk(int64_t n, int64_t chunks, int64_t k,
 void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  int64_t chunks = std::min<int64_t>(num_threads_, std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk)));
+  int64_t chunks =
+      std::min<int64_t>(num_threads_, std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk)));
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (chunks <= 1 || busy_) {

@@ -7,8 +7,9 @@ namespace ferry::ir {
 std::string TypeInfo::ToString() const {
   switch (kind) {
     case Kind::kTensor: {
-      std::string s = std::string(elem_type == DType::kUndefined ? fmt::format("dtype#{}", raw_elem_code)
-                                                                : std::string(DTypeName(elem_type)));
+      std::string s =
+          std::string(elem_type == DType::kUndefined ? fmt::format("dtype#{}", raw_elem_code)
+                                                     : std::string(DTypeName(elem_type)));
       if (!shape) return s + "[?]";
       s += "[";
       for (size_t i = 0; i < shape->size(); ++i) s += (i ? "," : "") + (*shape)[i].ToString();
@@ -56,7 +57,8 @@ std::vector<std::string> Node::attr_strings(std::string_view n) const {
 }
 std::string Node::Describe() const {
   std::string op = domain.empty() ? op_type : domain + "." + op_type;
-  return fmt::format("{} '{}'", op, name.empty() ? (outputs.empty() ? std::string("?") : outputs[0]) : name);
+  return fmt::format("{} '{}'", op,
+                     name.empty() ? (outputs.empty() ? std::string("?") : outputs[0]) : name);
 }
 
 const Initializer* Graph::FindInitializer(std::string_view n) const {

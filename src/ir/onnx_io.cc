@@ -6,7 +6,10 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <onnx/onnx_pb.h>  // defines ONNX_API: must precede the other onnx headers
+// onnx_pb.h defines ONNX_API and must precede the other onnx headers (own include block, so
+// clang-format's sorting keeps the order).
+#include <onnx/onnx_pb.h>
+
 #include <onnx/onnx-data.pb.h>
 
 #include "core/npy.h"
@@ -26,12 +29,16 @@ Result<std::string> ReadExternal(const onnx::TensorProto& tp, const ImportCtx& c
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : tp.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
-    else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::atoll(kv.value().c_str());
+    else if (kv.key() == "length")
+      length = std::atoll(kv.value().c_str());
   }
   if (location.empty())
-    return InvalidError("{}: tensor '{}' has external data without a location", ctx.what, tp.name());
+    return InvalidError("{}: tensor '{}' has external data without a location", ctx.what,
+                        tp.name());
   if (ctx.base_dir.empty())
     return InvalidError("{}: tensor '{}' refers to external data '{}' but the model has no folder",
                         ctx.what, tp.name(), location);
@@ -41,16 +48,17 @@ Result<std::string> ReadExternal(const onnx::TensorProto& tp, const ImportCtx& c
   fs::path full = fs::weakly_canonical(base / loc, ec);
   auto rel = full.lexically_relative(base);
   if (loc.is_absolute() || rel.empty() || *rel.begin() == "..")
-    return InvalidError("{}: tensor '{}': external data path '{}' leaves the model's folder", ctx.what,
-                        tp.name(), location);
+    return InvalidError("{}: tensor '{}': external data path '{}' leaves the model's folder",
+                        ctx.what, tp.name(), location);
   FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(full.string()));
   if (offset < 0 || static_cast<size_t>(offset) > bytes.size())
-    return InvalidError("{}: tensor '{}': external data offset {} is past the end of '{}'", ctx.what,
-                        tp.name(), offset, location);
+    return InvalidError("{}: tensor '{}': external data offset {} is past the end of '{}'",
+                        ctx.what, tp.name(), offset, location);
   if (length < 0) length = static_cast<int64_t>(bytes.size()) - offset;
   if (static_cast<size_t>(offset + length) > bytes.size())
-    return InvalidError("{}: tensor '{}': external data '{}' is truncated ({} bytes at {}, file has {})",
-                        ctx.what, tp.name(), location, length, offset, bytes.size());
+    return InvalidError(
+        "{}: tensor '{}': external data '{}' is truncated ({} bytes at {}, file has {})", ctx.what,
+        tp.name(), location, length, offset, bytes.size());
   return bytes.substr(static_cast<size_t>(offset), static_cast<size_t>(length));
 }
 
@@ -58,8 +66,9 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
   auto dt = DTypeFromCode(tp.data_type());
   std::string tname = tp.name().empty() ? std::string("<unnamed>") : tp.name();
   if (!dt)
-    return UnsupportedError("{}: tensor '{}' has element type code {}, which Ferry does not support",
-                            ctx.what, tname, tp.data_type());
+    return UnsupportedError(
+        "{}: tensor '{}' has element type code {}, which Ferry does not support", ctx.what, tname,
+        tp.data_type());
   Shape shape(tp.dims().begin(), tp.dims().end());
   for (int64_t d : shape)
     if (d < 0) return InvalidError("{}: tensor '{}' has a negative dim {}", ctx.what, tname, d);
@@ -84,8 +93,9 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
   }
   if (raw) {
     if (raw->size() != t.nbytes())
-      return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}", ctx.what,
-                          tname, DTypeName(*dt), ShapeToString(shape), raw->size(), t.nbytes());
+      return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}",
+                          ctx.what, tname, DTypeName(*dt), ShapeToString(shape), raw->size(),
+                          t.nbytes());
     if (n > 0) std::memcpy(t.raw(), raw->data(), raw->size());
     return t;
   }
@@ -107,8 +117,10 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
       if (tp.uint64_data_size() != n) return size_error(static_cast<size_t>(tp.uint64_data_size()));
       for (int64_t i = 0; i < n; ++i) {
         uint64_t v = tp.uint64_data(static_cast<int>(i));
-        if (*dt == DType::kUint32) t.data<uint32_t>()[i] = static_cast<uint32_t>(v);
-        else t.data<uint64_t>()[i] = v;
+        if (*dt == DType::kUint32)
+          t.data<uint32_t>()[i] = static_cast<uint32_t>(v);
+        else
+          t.data<uint64_t>()[i] = v;
       }
       break;
     default: {  // int32_data carries int32, int16, int8, uint16, uint8, bool, float16, bfloat16
@@ -150,10 +162,13 @@ Result<Tensor> SparseToDense(const onnx::SparseTensorProto& sp, const ImportCtx&
       off = indices.GetAsInt64(k);
     } else {
       for (size_t d = 0; d < shape.size(); ++d)
-        off += indices.GetAsInt64(k * static_cast<int64_t>(shape.size()) + static_cast<int64_t>(d)) * strides[d];
+        off +=
+            indices.GetAsInt64(k * static_cast<int64_t>(shape.size()) + static_cast<int64_t>(d)) *
+            strides[d];
     }
     if (off < 0 || off >= total)
-      return InvalidError("{}: sparse tensor '{}' has an index out of range", ctx.what, sp.values().name());
+      return InvalidError("{}: sparse tensor '{}' has an index out of range", ctx.what,
+                          sp.values().name());
     if (values.dtype() == DType::kString)
       dense.data<std::string>()[off] = values.data<std::string>()[k];
     else
@@ -168,17 +183,22 @@ TypeInfo TypeFromProto(const onnx::TypeProto& tp) {
   switch (tp.value_case()) {
     case onnx::TypeProto::kTensorType:
     case onnx::TypeProto::kSparseTensorType: {
-      const auto& tt = tp.value_case() == onnx::TypeProto::kTensorType ? tp.tensor_type() : onnx::TypeProto::Tensor();
+      const auto& tt = tp.value_case() == onnx::TypeProto::kTensorType ? tp.tensor_type()
+                                                                       : onnx::TypeProto::Tensor();
       t.kind = TypeInfo::Kind::kTensor;
-      int code = tp.value_case() == onnx::TypeProto::kTensorType ? tt.elem_type() : tp.sparse_tensor_type().elem_type();
+      int code = tp.value_case() == onnx::TypeProto::kTensorType
+                     ? tt.elem_type()
+                     : tp.sparse_tensor_type().elem_type();
       t.raw_elem_code = code;
       t.elem_type = DTypeFromCode(code).value_or(DType::kUndefined);
       if (tp.value_case() == onnx::TypeProto::kTensorType && tt.has_shape()) {
         std::vector<Dim> dims;
         for (const auto& d : tt.shape().dim()) {
           Dim dim;
-          if (d.has_dim_value()) dim.value = d.dim_value();
-          else if (d.has_dim_param()) dim.symbol = d.dim_param();
+          if (d.has_dim_value())
+            dim.value = d.dim_value();
+          else if (d.has_dim_param())
+            dim.symbol = d.dim_param();
           dims.push_back(dim);
         }
         t.shape = std::move(dims);
@@ -218,9 +238,18 @@ Result<Attribute> AttrFromProto(const onnx::AttributeProto& ap, const ImportCtx&
   a.ref_attr_name = ap.ref_attr_name();
   a.doc_string = ap.doc_string();
   switch (ap.type()) {
-    case onnx::AttributeProto::FLOAT: a.type = AttrType::kFloat; a.f = ap.f(); break;
-    case onnx::AttributeProto::INT: a.type = AttrType::kInt; a.i = ap.i(); break;
-    case onnx::AttributeProto::STRING: a.type = AttrType::kString; a.s = ap.s(); break;
+    case onnx::AttributeProto::FLOAT:
+      a.type = AttrType::kFloat;
+      a.f = ap.f();
+      break;
+    case onnx::AttributeProto::INT:
+      a.type = AttrType::kInt;
+      a.i = ap.i();
+      break;
+    case onnx::AttributeProto::STRING:
+      a.type = AttrType::kString;
+      a.s = ap.s();
+      break;
     case onnx::AttributeProto::TENSOR: {
       a.type = AttrType::kTensor;
       FERRY_ASSIGN_OR_RETURN(a.t, TensorFromProto(ap.t(), ctx));
@@ -236,9 +265,18 @@ Result<Attribute> AttrFromProto(const onnx::AttributeProto& ap, const ImportCtx&
       FERRY_ASSIGN_OR_RETURN(a.g, GraphFromProto(ap.g(), ctx));
       break;
     }
-    case onnx::AttributeProto::FLOATS: a.type = AttrType::kFloats; a.floats.assign(ap.floats().begin(), ap.floats().end()); break;
-    case onnx::AttributeProto::INTS: a.type = AttrType::kInts; a.ints.assign(ap.ints().begin(), ap.ints().end()); break;
-    case onnx::AttributeProto::STRINGS: a.type = AttrType::kStrings; a.strings.assign(ap.strings().begin(), ap.strings().end()); break;
+    case onnx::AttributeProto::FLOATS:
+      a.type = AttrType::kFloats;
+      a.floats.assign(ap.floats().begin(), ap.floats().end());
+      break;
+    case onnx::AttributeProto::INTS:
+      a.type = AttrType::kInts;
+      a.ints.assign(ap.ints().begin(), ap.ints().end());
+      break;
+    case onnx::AttributeProto::STRINGS:
+      a.type = AttrType::kStrings;
+      a.strings.assign(ap.strings().begin(), ap.strings().end());
+      break;
     case onnx::AttributeProto::TENSORS:
       a.type = AttrType::kTensors;
       for (const auto& t : ap.tensors()) {
@@ -253,7 +291,10 @@ Result<Attribute> AttrFromProto(const onnx::AttributeProto& ap, const ImportCtx&
         a.graphs.push_back(std::move(x));
       }
       break;
-    case onnx::AttributeProto::TYPE_PROTO: a.type = AttrType::kTypeProto; a.tp = TypeFromProto(ap.tp()); break;
+    case onnx::AttributeProto::TYPE_PROTO:
+      a.type = AttrType::kTypeProto;
+      a.tp = TypeFromProto(ap.tp());
+      break;
     default:
       if (!ap.ref_attr_name().empty()) break;
       return UnsupportedError("{}: attribute '{}' has unsupported type {}", ctx.what, ap.name(),
@@ -312,24 +353,31 @@ void TypeToProto(const TypeInfo& t, onnx::TypeProto* tp) {
   switch (t.kind) {
     case TypeInfo::Kind::kTensor: {
       auto* tt = tp->mutable_tensor_type();
-      tt->set_elem_type(t.elem_type == DType::kUndefined ? t.raw_elem_code : static_cast<int>(t.elem_type));
+      tt->set_elem_type(t.elem_type == DType::kUndefined ? t.raw_elem_code
+                                                         : static_cast<int>(t.elem_type));
       if (t.shape) {
         auto* sh = tt->mutable_shape();
         for (const Dim& d : *t.shape) {
           auto* dp = sh->add_dim();
-          if (d.value) dp->set_dim_value(*d.value);
-          else if (!d.symbol.empty()) dp->set_dim_param(d.symbol);
+          if (d.value)
+            dp->set_dim_value(*d.value);
+          else if (!d.symbol.empty())
+            dp->set_dim_param(d.symbol);
         }
       }
       break;
     }
     case TypeInfo::Kind::kSequence:
-      if (t.inner) TypeToProto(*t.inner, tp->mutable_sequence_type()->mutable_elem_type());
-      else tp->mutable_sequence_type();
+      if (t.inner)
+        TypeToProto(*t.inner, tp->mutable_sequence_type()->mutable_elem_type());
+      else
+        tp->mutable_sequence_type();
       break;
     case TypeInfo::Kind::kOptional:
-      if (t.inner) TypeToProto(*t.inner, tp->mutable_optional_type()->mutable_elem_type());
-      else tp->mutable_optional_type();
+      if (t.inner)
+        TypeToProto(*t.inner, tp->mutable_optional_type()->mutable_elem_type());
+      else
+        tp->mutable_optional_type();
       break;
     case TypeInfo::Kind::kMap:
       tp->mutable_map_type();
@@ -352,10 +400,22 @@ void AttrToProto(const Attribute& a, onnx::AttributeProto* ap) {
   if (!a.ref_attr_name.empty()) ap->set_ref_attr_name(a.ref_attr_name);
   if (!a.doc_string.empty()) ap->set_doc_string(a.doc_string);
   switch (a.type) {
-    case AttrType::kFloat: ap->set_type(onnx::AttributeProto::FLOAT); ap->set_f(a.f); break;
-    case AttrType::kInt: ap->set_type(onnx::AttributeProto::INT); ap->set_i(a.i); break;
-    case AttrType::kString: ap->set_type(onnx::AttributeProto::STRING); ap->set_s(a.s); break;
-    case AttrType::kTensor: ap->set_type(onnx::AttributeProto::TENSOR); TensorToProto(a.t, "", ap->mutable_t()); break;
+    case AttrType::kFloat:
+      ap->set_type(onnx::AttributeProto::FLOAT);
+      ap->set_f(a.f);
+      break;
+    case AttrType::kInt:
+      ap->set_type(onnx::AttributeProto::INT);
+      ap->set_i(a.i);
+      break;
+    case AttrType::kString:
+      ap->set_type(onnx::AttributeProto::STRING);
+      ap->set_s(a.s);
+      break;
+    case AttrType::kTensor:
+      ap->set_type(onnx::AttributeProto::TENSOR);
+      TensorToProto(a.t, "", ap->mutable_t());
+      break;
     case AttrType::kSparseTensor: {
       // Written back as a sparse tensor holding every element (indices in linear form).
       ap->set_type(onnx::AttributeProto::SPARSE_TENSOR);
@@ -367,14 +427,36 @@ void AttrToProto(const Attribute& a, onnx::AttributeProto* ap) {
       TensorToProto(idx, "", sp->mutable_indices());
       break;
     }
-    case AttrType::kGraph: ap->set_type(onnx::AttributeProto::GRAPH); GraphToProto(*a.g, ap->mutable_g()); break;
-    case AttrType::kFloats: ap->set_type(onnx::AttributeProto::FLOATS); for (float f : a.floats) ap->add_floats(f); break;
-    case AttrType::kInts: ap->set_type(onnx::AttributeProto::INTS); for (int64_t i : a.ints) ap->add_ints(i); break;
-    case AttrType::kStrings: ap->set_type(onnx::AttributeProto::STRINGS); for (const auto& s : a.strings) ap->add_strings(s); break;
-    case AttrType::kTensors: ap->set_type(onnx::AttributeProto::TENSORS); for (const auto& t : a.tensors) TensorToProto(t, "", ap->add_tensors()); break;
-    case AttrType::kGraphs: ap->set_type(onnx::AttributeProto::GRAPHS); for (const auto& g : a.graphs) GraphToProto(*g, ap->add_graphs()); break;
-    case AttrType::kTypeProto: ap->set_type(onnx::AttributeProto::TYPE_PROTO); TypeToProto(a.tp, ap->mutable_tp()); break;
-    default: break;
+    case AttrType::kGraph:
+      ap->set_type(onnx::AttributeProto::GRAPH);
+      GraphToProto(*a.g, ap->mutable_g());
+      break;
+    case AttrType::kFloats:
+      ap->set_type(onnx::AttributeProto::FLOATS);
+      for (float f : a.floats) ap->add_floats(f);
+      break;
+    case AttrType::kInts:
+      ap->set_type(onnx::AttributeProto::INTS);
+      for (int64_t i : a.ints) ap->add_ints(i);
+      break;
+    case AttrType::kStrings:
+      ap->set_type(onnx::AttributeProto::STRINGS);
+      for (const auto& s : a.strings) ap->add_strings(s);
+      break;
+    case AttrType::kTensors:
+      ap->set_type(onnx::AttributeProto::TENSORS);
+      for (const auto& t : a.tensors) TensorToProto(t, "", ap->add_tensors());
+      break;
+    case AttrType::kGraphs:
+      ap->set_type(onnx::AttributeProto::GRAPHS);
+      for (const auto& g : a.graphs) GraphToProto(*g, ap->add_graphs());
+      break;
+    case AttrType::kTypeProto:
+      ap->set_type(onnx::AttributeProto::TYPE_PROTO);
+      TypeToProto(a.tp, ap->mutable_tp());
+      break;
+    default:
+      break;
   }
 }
 
@@ -393,7 +475,8 @@ void GraphToProto(const Graph& g, onnx::GraphProto* gp) {
   }
   for (const auto& i : g.initializers) {
     TensorToProto(i.tensor, i.name, gp->add_initializer());
-    if (!i.doc_string.empty()) gp->mutable_initializer(gp->initializer_size() - 1)->set_doc_string(i.doc_string);
+    if (!i.doc_string.empty())
+      gp->mutable_initializer(gp->initializer_size() - 1)->set_doc_string(i.doc_string);
   }
   for (const auto& v : g.inputs) ValueInfoToProto(v, gp->add_input());
   for (const auto& v : g.outputs) ValueInfoToProto(v, gp->add_output());
@@ -407,9 +490,11 @@ Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::s
   onnx::ModelProto mp;
   if (bytes.empty()) return InvalidError("{}: the file is empty, not an ONNX model", what);
   if (!mp.ParseFromString(bytes))
-    return InvalidError("{}: not a valid ONNX model (protobuf parse failed: truncated or corrupt file)", what);
+    return InvalidError(
+        "{}: not a valid ONNX model (protobuf parse failed: truncated or corrupt file)", what);
   if (!mp.has_graph() || mp.opset_import_size() == 0 || mp.ir_version() <= 0)
-    return InvalidError("{}: not a valid ONNX model (missing graph, ir_version or opset_import)", what);
+    return InvalidError("{}: not a valid ONNX model (missing graph, ir_version or opset_import)",
+                        what);
   ImportCtx ctx{base_dir, what};
   auto m = std::make_unique<Model>();
   m->ir_version = mp.ir_version();
@@ -433,7 +518,8 @@ Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::s
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return InvalidError("model file '{}' does not exist", path);
-  if (fs::is_directory(path, ec)) return InvalidError("model path '{}' is a directory, not an .onnx file", path);
+  if (fs::is_directory(path, ec))
+    return InvalidError("model path '{}' is a directory, not an .onnx file", path);
   FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
@@ -469,11 +555,14 @@ std::string SerializeModel(const Model& m) {
   return out;
 }
 
-Status SaveModel(const Model& m, const std::string& path) { return WriteFileAtomic(path, SerializeModel(m)); }
+Status SaveModel(const Model& m, const std::string& path) {
+  return WriteFileAtomic(path, SerializeModel(m));
+}
 
 Result<Tensor> ParseTensorProto(const std::string& bytes, const std::string& what) {
   onnx::TensorProto tp;
-  if (!tp.ParseFromString(bytes)) return InvalidError("'{}' is not a valid TensorProto .pb file", what);
+  if (!tp.ParseFromString(bytes))
+    return InvalidError("'{}' is not a valid TensorProto .pb file", what);
   ImportCtx ctx{"", what};
   return TensorFromProto(tp, ctx);
 }
@@ -515,7 +604,8 @@ Result<Value> ReadValuePb(const std::string& path, const TypeInfo& type) {
   ImportCtx ctx{"", path};
   if (type.kind == TypeInfo::Kind::kSequence) {
     onnx::SequenceProto sp;
-    if (!sp.ParseFromString(bytes)) return InvalidError("'{}' is not a valid SequenceProto .pb file", path);
+    if (!sp.ParseFromString(bytes))
+      return InvalidError("'{}' is not a valid SequenceProto .pb file", path);
     return ValueFromSequence(sp, ctx);
   }
   if (type.kind == TypeInfo::Kind::kOptional) {
@@ -528,8 +618,8 @@ Result<Value> ReadValuePb(const std::string& path, const TypeInfo& type) {
       if (op.has_sequence_value()) return ValueFromSequence(op.sequence_value(), ctx);
       return Value();
     }
-    if (op.ParseFromString(bytes) && !op.has_tensor_value() && !op.has_sequence_value() && bytes.size() < 64 &&
-        op.elem_type() == onnx::OptionalProto::UNDEFINED && !op.name().empty())
+    if (op.ParseFromString(bytes) && !op.has_tensor_value() && !op.has_sequence_value() &&
+        bytes.size() < 64 && op.elem_type() == onnx::OptionalProto::UNDEFINED && !op.name().empty())
       return Value();
   }
   FERRY_ASSIGN_OR_RETURN(Tensor t, ParseTensorProto(bytes, path));

@@ -33,7 +33,8 @@ const OpDef* Registry::Find(std::string_view domain, std::string_view name, int6
 
 bool Registry::Knows(std::string_view domain, std::string_view name) const {
   if (domain == "ai.onnx") domain = "";
-  return std::any_of(all_.begin(), all_.end(), [&](const OpDef* d) { return d->name == name && d->domain == domain; });
+  return std::any_of(all_.begin(), all_.end(),
+                     [&](const OpDef* d) { return d->name == name && d->domain == domain; });
 }
 
 }  // namespace ferry::ops

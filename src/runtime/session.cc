@@ -63,7 +63,8 @@ class GraphExecutor {
 
   // `outer` = names visible from enclosing scopes (empty for the main graph).
   Status Build(const std::set<std::string>& outer);
-  Status Run(const Frame* parent, std::span<const Value> inputs, std::vector<Value>* outputs, const RunOptions* opts);
+  Status Run(const Frame* parent, std::span<const Value> inputs, std::vector<Value>* outputs,
+             const RunOptions* opts);
 
   const ir::Graph& graph() const { return graph_; }
   int IdOf(const std::string& name) const {
@@ -90,7 +91,8 @@ class GraphExecutor {
     if (inserted) names_.push_back(name);
     return it->second;
   }
-  ArenaPlan MakePlan(const std::vector<size_t>& sizes, const std::vector<int>& first, const std::vector<int>& last) const;
+  ArenaPlan MakePlan(const std::vector<size_t>& sizes, const std::vector<int>& first,
+                     const std::vector<int>& last) const;
 
   const ir::Graph& graph_;
   SessionShared* shared_;
@@ -129,8 +131,10 @@ class Runner final : public ops::SubgraphRunner {
 std::string Signature(std::span<const Value> inputs) {
   std::string s;
   for (const auto& v : inputs) {
-    if (v.is_tensor()) s += std::to_string(static_cast<int>(v.tensor().dtype())) + ShapeToString(v.tensor().shape());
-    else s += v.is_sequence() ? "S" : "N";
+    if (v.is_tensor())
+      s += std::to_string(static_cast<int>(v.tensor().dtype())) + ShapeToString(v.tensor().shape());
+    else
+      s += v.is_sequence() ? "S" : "N";
     s += ";";
   }
   return s;
@@ -156,7 +160,8 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
     for (const auto& o : graph_.nodes[k].outputs)
       if (!o.empty()) {
         if (producer.count(o) || (visible.count(o) && !outer.count(o)))
-          return InvalidError("{}: output '{}' is produced more than once", graph_.nodes[k].Describe(), o);
+          return InvalidError("{}: output '{}' is produced more than once",
+                              graph_.nodes[k].Describe(), o);
         producer[o] = k;
       }
   // Dependencies per node (explicit inputs + outer-scope names its subgraphs read).
@@ -173,7 +178,9 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
     }
     for (const auto& r : reads[k])
       if (!producer.count(r) && !visible.count(r))
-        return InvalidError("{}: reads tensor '{}', which no node, graph input or initializer produces", n.Describe(), r);
+        return InvalidError(
+            "{}: reads tensor '{}', which no node, graph input or initializer produces",
+            n.Describe(), r);
   }
   // Kahn's algorithm, stable in listed order.
   std::vector<int> indeg(graph_.nodes.size(), 0);
@@ -213,14 +220,16 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
     auto opset = model.OpsetFor(n.domain);
     std::string dom = n.domain.empty() ? "ai.onnx" : n.domain;
     if (!opset)
-      return Status(StatusCode::kUnsupported,
-                    fmt::format("{}: operator '{}' is in domain '{}', which the model does not import", n.Describe(),
-                                n.op_type, dom));
+      return Status(
+          StatusCode::kUnsupported,
+          fmt::format("{}: operator '{}' is in domain '{}', which the model does not import",
+                      n.Describe(), n.op_type, dom));
     st.opset = *opset;
     st.def = reg.Find(n.domain, n.op_type, *opset);
     if (!st.def || !st.def->prepare || !st.def->run)
       return Status(StatusCode::kUnsupported,
-                    fmt::format("{}: unsupported operator '{}' (domain '{}', opset {})", n.Describe(), n.op_type, dom, *opset));
+                    fmt::format("{}: unsupported operator '{}' (domain '{}', opset {})",
+                                n.Describe(), n.op_type, dom, *opset));
     for (const auto& i : n.inputs) st.inputs.push_back(i.empty() ? -1 : Intern(i));
     for (const auto& o : n.outputs) st.outputs.push_back(o.empty() ? -1 : Intern(o));
     std::set<std::string> sub_visible = visible;
@@ -228,7 +237,8 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
     for (const auto& a : n.attributes) {
       if (a.g) {
         auto sub = std::make_unique<GraphExecutor>(*a.g, shared_);
-        FERRY_RETURN_IF_ERROR(sub->Build(sub_visible).With(n.Describe() + " attribute '" + a.name + "'"));
+        FERRY_RETURN_IF_ERROR(
+            sub->Build(sub_visible).With(n.Describe() + " attribute '" + a.name + "'"));
         st.subgraphs.emplace(a.name, std::move(sub));
       }
     }
@@ -236,7 +246,8 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
   }
   for (const auto& o : graph_.outputs) {
     if (!producer.count(o.name) && !visible.count(o.name))
-      return InvalidError("graph output '{}' is not produced by any node, input or initializer", o.name);
+      return InvalidError("graph output '{}' is not produced by any node, input or initializer",
+                          o.name);
     output_ids_.push_back(Intern(o.name));
   }
   // Names read from enclosing scopes (here or in nested subgraphs) are copied in by name.
@@ -258,7 +269,8 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
     }
   }
   for (size_t id = 0; id < names_.size(); ++id)
-    if (last[id] >= 0 && !is_output_[id]) steps_[static_cast<size_t>(last[id])].frees.push_back(static_cast<int>(id));
+    if (last[id] >= 0 && !is_output_[id])
+      steps_[static_cast<size_t>(last[id])].frees.push_back(static_cast<int>(id));
   return Status::Ok();
 }
 
@@ -269,14 +281,16 @@ ArenaPlan GraphExecutor::MakePlan(const std::vector<size_t>& sizes, const std::v
   std::vector<size_t> order;
   for (size_t id = 0; id < sizes.size(); ++id)
     if (sizes[id] > 0) order.push_back(id);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
   std::vector<size_t> placed;
   for (size_t id : order) {
     size_t need = (sizes[id] + 63) / 64 * 64;
     std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping lifetimes
     for (size_t p : placed)
       if (!(last[p] < first[id] || last[id] < first[p]))
-        busy.emplace_back(plan.slots[p].offset, plan.slots[p].offset + (plan.slots[p].size + 63) / 64 * 64);
+        busy.emplace_back(plan.slots[p].offset,
+                          plan.slots[p].offset + (plan.slots[p].size + 63) / 64 * 64);
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
     for (auto [b, e] : busy) {
@@ -296,8 +310,8 @@ ArenaPlan GraphExecutor::MakePlan(const std::vector<size_t>& sizes, const std::v
   return plan;
 }
 
-Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs, std::vector<Value>* outputs,
-                          const RunOptions* opts) {
+Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
+                          std::vector<Value>* outputs, const RunOptions* opts) {
   Frame frame{this, std::vector<Value>(names_.size()), parent};
   for (const auto& [id, v] : constants_) frame.values[static_cast<size_t>(id)] = v;
   for (size_t i = 0; i < input_ids_.size() && i < inputs.size(); ++i)
@@ -324,7 +338,8 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs, st
   for (size_t s = 0; s < steps_.size(); ++s) {
     Step& st = steps_[s];
     std::vector<const Value*> ins;
-    for (int id : st.inputs) ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+    for (int id : st.inputs)
+      ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
     std::vector<Value> outs(st.outputs.size());
     ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
     ctx.set_pool(shared_->pool.get());
@@ -342,7 +357,8 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs, st
         size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dt);
         if (plan) {
           const ArenaSlot& slot = plan->slots[static_cast<size_t>(id)];
-          if (bytes > 0 && bytes <= slot.size) return Tensor::View(dt, shape, plan->base + slot.offset);
+          if (bytes > 0 && bytes <= slot.size)
+            return Tensor::View(dt, shape, plan->base + slot.offset);
         } else {
           sizes[static_cast<size_t>(id)] = bytes;
           first[static_cast<size_t>(id)] = static_cast<int>(s);
@@ -357,7 +373,9 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs, st
     for (size_t k = 0; k < decl.size(); ++k) {
       if (!decl[k].set) continue;
       for (int64_t d : decl[k].shape)
-        if (d < 0) return InvalidError("{}: output {} would have a negative dim ({})", st.node->Describe(), k, ShapeToString(decl[k].shape));
+        if (d < 0)
+          return InvalidError("{}: output {} would have a negative dim ({})", st.node->Describe(),
+                              k, ShapeToString(decl[k].shape));
       outs[k] = Value(alloc(k, decl[k].dtype, decl[k].shape));
     }
     st.def->run(ctx);
@@ -365,7 +383,9 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs, st
     for (size_t k = 0; k < st.outputs.size(); ++k) {
       if (st.outputs[k] < 0) continue;
       frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
-      if (opts && opts->observer) opts->observer(*st.node, st.node->outputs[k], frame.values[static_cast<size_t>(st.outputs[k])]);
+      if (opts && opts->observer)
+        opts->observer(*st.node, st.node->outputs[k],
+                       frame.values[static_cast<size_t>(st.outputs[k])]);
     }
     for (int id : st.frees) {
       if (!plan) last[static_cast<size_t>(id)] = static_cast<int>(s);
@@ -391,7 +411,8 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs, st
 
 Session::~Session() = default;
 
-Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model> model, SessionOptions options) {
+Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model> model,
+                                                 SessionOptions options) {
   std::unique_ptr<Session> s(new Session());
   s->model_ = std::move(model);
   s->shared_ = std::make_unique<SessionShared>();
@@ -404,38 +425,48 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model
   return s;
 }
 
-size_t Session::arena_bytes() const { return root_->arena_bytes(); }
-int Session::threads() const { return shared_->pool->num_threads(); }
+size_t Session::arena_bytes() const {
+  return root_->arena_bytes();
+}
+int Session::threads() const {
+  return shared_->pool->num_threads();
+}
 
 namespace {
 Status CheckInput(const ir::ValueInfo& vi, const Value& v) {
   const ir::TypeInfo& t = vi.type;
   if (t.kind == ir::TypeInfo::Kind::kTensor) {
     if (!v.is_tensor())
-      return InvalidError("input '{}': expected a tensor {}, got {}", vi.name, t.ToString(), v.is_sequence() ? "a sequence" : "nothing");
+      return InvalidError("input '{}': expected a tensor {}, got {}", vi.name, t.ToString(),
+                          v.is_sequence() ? "a sequence" : "nothing");
     const Tensor& x = v.tensor();
     if (t.elem_type != DType::kUndefined && x.dtype() != t.elem_type)
-      return InvalidError("input '{}': expected dtype {}, got {} (shape {})", vi.name, DTypeName(t.elem_type),
-                          DTypeName(x.dtype()), ShapeToString(x.shape()));
+      return InvalidError("input '{}': expected dtype {}, got {} (shape {})", vi.name,
+                          DTypeName(t.elem_type), DTypeName(x.dtype()), ShapeToString(x.shape()));
     if (t.shape) {
       bool ok = t.shape->size() == x.shape().size();
       for (size_t i = 0; ok && i < t.shape->size(); ++i)
         if ((*t.shape)[i].value && *(*t.shape)[i].value != x.shape()[i]) ok = false;
-      if (!ok) return InvalidError("input '{}': expected shape {}, got {}", vi.name, t.ToString(), ShapeToString(x.shape()));
+      if (!ok)
+        return InvalidError("input '{}': expected shape {}, got {}", vi.name, t.ToString(),
+                            ShapeToString(x.shape()));
     }
   } else if (t.kind == ir::TypeInfo::Kind::kSequence && !v.is_sequence()) {
-    return InvalidError("input '{}': expected {}, got {}", vi.name, t.ToString(), v.is_tensor() ? "a tensor" : "nothing");
+    return InvalidError("input '{}': expected {}, got {}", vi.name, t.ToString(),
+                        v.is_tensor() ? "a tensor" : "nothing");
   }
   return Status::Ok();
 }
 }  // namespace
 
-Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string, Value>>& inputs, const RunOptions& options) {
+Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string, Value>>& inputs,
+                                        const RunOptions& options) {
   const ir::Graph& g = model_->graph;
   std::vector<Value> ordered(g.inputs.size());
   std::vector<bool> fed(g.inputs.size(), false);
   for (const auto& [name, v] : inputs) {
-    auto it = std::find_if(g.inputs.begin(), g.inputs.end(), [&](const ir::ValueInfo& vi) { return vi.name == name; });
+    auto it = std::find_if(g.inputs.begin(), g.inputs.end(),
+                           [&](const ir::ValueInfo& vi) { return vi.name == name; });
     if (it == g.inputs.end()) {
       std::string names;
       for (const auto* vi : g.RealInputs()) names += (names.empty() ? "" : ", ") + vi->name;

@@ -4,7 +4,13 @@ namespace ferry::testing {
 namespace {
 
 TEST(Basic, ShapeWithStartEnd) {
-  auto r = NodeTest("Shape").Input("x", Tensor(DType::kFloat, {2, 3, 5, 7})).Output("y").Attr("start", int64_t{1}).Attr("end", int64_t{-1}).Opset(15).Run();
+  auto r = NodeTest("Shape")
+               .Input("x", Tensor(DType::kFloat, {2, 3, 5, 7}))
+               .Output("y")
+               .Attr("start", int64_t{1})
+               .Attr("end", int64_t{-1})
+               .Opset(15)
+               .Run();
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r.value()[0].tensor().ToInt64Vector(), (std::vector<int64_t>{3, 5}));
 }

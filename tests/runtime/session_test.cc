@@ -6,7 +6,8 @@
 namespace ferry::runtime {
 namespace {
 
-ir::Node MakeNode(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+ir::Node MakeNode(const std::string& op, std::vector<std::string> in,
+                  std::vector<std::string> out) {
   ir::Node n;
   n.op_type = op;
   n.name = out.empty() ? op : out[0];
@@ -75,7 +76,9 @@ TEST(Session, ObserverSeesEveryNodeOutput) {
   ASSERT_TRUE(s.ok());
   std::vector<std::string> seen;
   RunOptions ro;
-  ro.observer = [&](const ir::Node&, const std::string& name, const Value&) { seen.push_back(name); };
+  ro.observer = [&](const ir::Node&, const std::string& name, const Value&) {
+    seen.push_back(name);
+  };
   auto out = s.value()->Run({{"x", Value(Ramp(2))}}, ro);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "y"}));
@@ -96,7 +99,8 @@ TEST(Session, RejectsWrongShapeDtypeAndUnknownInput) {
   EXPECT_NE(r3.status().message().find("'z'"), std::string::npos);
   auto r4 = s.value()->Run({});
   ASSERT_FALSE(r4.ok());
-  EXPECT_NE(r4.status().message().find("missing input 'x'"), std::string::npos) << r4.status().message();
+  EXPECT_NE(r4.status().message().find("missing input 'x'"), std::string::npos)
+      << r4.status().message();
 }
 
 TEST(Session, RejectsCyclesAndDanglingReads) {

@@ -8,29 +8,45 @@ namespace {
 // ---- Constant ----
 Status PrepareConstant(OpContext& ctx) {
   const ir::Node& n = ctx.node();
-  if (n.attributes.size() != 1) return NodeError(ctx, "needs exactly one value attribute, has {}", n.attributes.size());
+  if (n.attributes.size() != 1)
+    return NodeError(ctx, "needs exactly one value attribute, has {}", n.attributes.size());
   const ir::Attribute& a = n.attributes[0];
-  if (a.name == "value" || a.name == "sparse_value") ctx.set_output(0, a.t.dtype(), a.t.shape());
-  else if (a.name == "value_float") ctx.set_output(0, DType::kFloat, {});
-  else if (a.name == "value_floats") ctx.set_output(0, DType::kFloat, {static_cast<int64_t>(a.floats.size())});
-  else if (a.name == "value_int") ctx.set_output(0, DType::kInt64, {});
-  else if (a.name == "value_ints") ctx.set_output(0, DType::kInt64, {static_cast<int64_t>(a.ints.size())});
-  else if (a.name == "value_string") ctx.set_output(0, DType::kString, {});
-  else if (a.name == "value_strings") ctx.set_output(0, DType::kString, {static_cast<int64_t>(a.strings.size())});
-  else return NodeUnsupported(ctx, "unknown value attribute '{}'", a.name);
+  if (a.name == "value" || a.name == "sparse_value")
+    ctx.set_output(0, a.t.dtype(), a.t.shape());
+  else if (a.name == "value_float")
+    ctx.set_output(0, DType::kFloat, {});
+  else if (a.name == "value_floats")
+    ctx.set_output(0, DType::kFloat, {static_cast<int64_t>(a.floats.size())});
+  else if (a.name == "value_int")
+    ctx.set_output(0, DType::kInt64, {});
+  else if (a.name == "value_ints")
+    ctx.set_output(0, DType::kInt64, {static_cast<int64_t>(a.ints.size())});
+  else if (a.name == "value_string")
+    ctx.set_output(0, DType::kString, {});
+  else if (a.name == "value_strings")
+    ctx.set_output(0, DType::kString, {static_cast<int64_t>(a.strings.size())});
+  else
+    return NodeUnsupported(ctx, "unknown value attribute '{}'", a.name);
   return Status::Ok();
 }
 
 void RunConstant(OpContext& ctx) {
   const ir::Attribute& a = ctx.node().attributes[0];
   Tensor& out = ctx.output(0);
-  if (a.name == "value" || a.name == "sparse_value") CopyElements(a.t.dtype(), a.t.raw(), out.raw(), a.t.size());
-  else if (a.name == "value_float") out.data<float>()[0] = a.f;
-  else if (a.name == "value_floats") std::copy(a.floats.begin(), a.floats.end(), out.data<float>());
-  else if (a.name == "value_int") out.data<int64_t>()[0] = a.i;
-  else if (a.name == "value_ints") std::copy(a.ints.begin(), a.ints.end(), out.data<int64_t>());
-  else if (a.name == "value_string") out.data<std::string>()[0] = a.s;
-  else std::copy(a.strings.begin(), a.strings.end(), out.data<std::string>());
+  if (a.name == "value" || a.name == "sparse_value")
+    CopyElements(a.t.dtype(), a.t.raw(), out.raw(), a.t.size());
+  else if (a.name == "value_float")
+    out.data<float>()[0] = a.f;
+  else if (a.name == "value_floats")
+    std::copy(a.floats.begin(), a.floats.end(), out.data<float>());
+  else if (a.name == "value_int")
+    out.data<int64_t>()[0] = a.i;
+  else if (a.name == "value_ints")
+    std::copy(a.ints.begin(), a.ints.end(), out.data<int64_t>());
+  else if (a.name == "value_string")
+    out.data<std::string>()[0] = a.s;
+  else
+    std::copy(a.strings.begin(), a.strings.end(), out.data<std::string>());
 }
 
 // ---- Identity (tensors, sequences and optionals pass through) ----
@@ -75,7 +91,8 @@ Status PrepareShape(OpContext& ctx) {
 
 void RunShape(OpContext& ctx) {
   ShapeRange r = ShapeSlice(ctx);
-  for (int64_t i = r.start; i < r.end; ++i) ctx.output(0).data<int64_t>()[i - r.start] = ctx.input(0).dim(i);
+  for (int64_t i = r.start; i < r.end; ++i)
+    ctx.output(0).data<int64_t>()[i - r.start] = ctx.input(0).dim(i);
 }
 
 // ---- Size ----
@@ -86,7 +103,9 @@ Status PrepareSize(OpContext& ctx) {
   return Status::Ok();
 }
 
-void RunSize(OpContext& ctx) { ctx.output(0).data<int64_t>()[0] = ctx.input(0).size(); }
+void RunSize(OpContext& ctx) {
+  ctx.output(0).data<int64_t>()[0] = ctx.input(0).size();
+}
 
 constexpr OpDef kOps[] = {
     {"", "Constant", 1, nullptr, PrepareConstant, RunConstant},
@@ -97,6 +116,8 @@ constexpr OpDef kOps[] = {
 
 }  // namespace
 
-std::span<const OpDef> BasicOps() { return kOps; }
+std::span<const OpDef> BasicOps() {
+  return kOps;
+}
 
 }  // namespace ferry::ops

@@ -4,7 +4,8 @@ namespace ferry::ops {
 
 Status CheckArity(const OpContext& ctx, size_t min_inputs, size_t max_inputs) {
   if (ctx.num_inputs() < min_inputs || ctx.num_inputs() > max_inputs)
-    return NodeError(ctx, "has {} inputs, expected {} to {}", ctx.num_inputs(), min_inputs, max_inputs);
+    return NodeError(ctx, "has {} inputs, expected {} to {}", ctx.num_inputs(), min_inputs,
+                     max_inputs);
   for (size_t i = 0; i < min_inputs; ++i)
     if (!ctx.has_input(i)) return NodeError(ctx, "required input {} is missing", i);
   return Status::Ok();
@@ -23,11 +24,14 @@ Status RequireDType(const OpContext& ctx, size_t i, std::initializer_list<DType>
   std::string list;
   for (DType a : allowed) list += (list.empty() ? "" : ", ") + std::string(DTypeName(a));
   return Status(StatusCode::kUnsupported,
-                fmt::format("{}: input {} has dtype {}, expected one of {}", ctx.node().Describe(), i, DTypeName(t), list));
+                fmt::format("{}: input {} has dtype {}, expected one of {}", ctx.node().Describe(),
+                            i, DTypeName(t), list));
 }
 
-Result<int64_t> NormalizeAxis(const OpContext& ctx, int64_t axis, int64_t rank, std::string_view what) {
-  if (axis < -rank || axis >= rank) return NodeError(ctx, "{} {} is out of range for rank {}", what, axis, rank);
+Result<int64_t> NormalizeAxis(const OpContext& ctx, int64_t axis, int64_t rank,
+                              std::string_view what) {
+  if (axis < -rank || axis >= rank)
+    return NodeError(ctx, "{} {} is out of range for rank {}", what, axis, rank);
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -76,15 +80,19 @@ int64_t BroadcastIndexer::operator()(int64_t i) const {
   return off;
 }
 
-void ParallelFor(const OpContext& ctx, int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) {
-  if (ctx.pool()) ctx.pool()->ParallelFor(n, min_chunk, fn);
-  else fn(0, n);
+void ParallelFor(const OpContext& ctx, int64_t n, int64_t min_chunk,
+                 const std::function<void(int64_t, int64_t)>& fn) {
+  if (ctx.pool())
+    ctx.pool()->ParallelFor(n, min_chunk, fn);
+  else
+    fn(0, n);
 }
 
 void CopyElements(DType dt, const void* src, void* dst, int64_t n) {
   if (n <= 0) return;
   if (dt == DType::kString) {
-    for (int64_t i = 0; i < n; ++i) static_cast<std::string*>(dst)[i] = static_cast<const std::string*>(src)[i];
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<std::string*>(dst)[i] = static_cast<const std::string*>(src)[i];
   } else {
     std::memcpy(dst, src, static_cast<size_t>(n) * DTypeSize(dt));
   }

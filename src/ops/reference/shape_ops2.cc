@@ -486,8 +486,8 @@ void RunEyeLike(OpContext& ctx) {
 // ---- Dropout ----
 // Before opset 7 only an explicit `is_test` = 0 asks for training (an absent is_test runs
 // inference, as ONNX Runtime does: exported models are for inference); opsets 7 to 11 are
-// inference only; since 12 the ratio and training_mode inputs decide. Training drops each element with
-// probability `ratio` and scales the kept ones by 1 / (1 - ratio).
+// inference only; since 12 the ratio and training_mode inputs decide. Training drops each element
+// with probability `ratio` and scales the kept ones by 1 / (1 - ratio).
 struct DropoutMode {
   bool training = false;
   double ratio = 0.5;
