@@ -1,7 +1,7 @@
 // Reference kernels that gather elements through per-axis index maps: Transpose, Slice, Expand,
 // Tile, Pad, DepthToSpace, SpaceToDepth (the reshaping ops, Concat and Split are in
 // shape_ops2.cc). Every dtype works, strings included: elements are copied with CopyElement(s).
-#include "ops/reference/common.h"
+#include "ops/reference/shape_util.h"
 
 namespace ferry::ops {
 
@@ -9,46 +9,10 @@ namespace {
 
 // ---- shared helpers ----
 
-// Reads input i, a rank-0 or rank-1 integer tensor of one of `allowed` dtypes, as int64 values.
-Result<std::vector<int64_t>> IntsInput(const OpContext& ctx, size_t i, std::string_view what,
-                                       std::initializer_list<DType> allowed = {DType::kInt64}) {
-  FERRY_RETURN_IF_ERROR(RequireTensor(ctx, i, what));
-  FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, allowed));
-  if (ctx.input(i).rank() > 1)
-    return NodeError(ctx, "input {} ({}) has rank {}, expected 1", i, what, ctx.input(i).rank());
-  return ctx.input(i).ToInt64Vector();
-}
-
-// Normalizes each axis against `rank`; a repeated axis is an error.
-Result<std::vector<int64_t>> NormalizeAxes(const OpContext& ctx, const std::vector<int64_t>& axes,
-                                           int64_t rank, std::string_view what) {
-  std::vector<int64_t> out;
-  for (int64_t a : axes) {
-    FERRY_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(ctx, a, rank, what));
-    if (std::find(out.begin(), out.end(), n) != out.end())
-      return NodeError(ctx, "{} {} is repeated in {}", what, a, ShapeToString(axes));
-    out.push_back(n);
-  }
-  return out;
-}
-
-// Product of dims with an overflow guard (dims are non-negative).
-Result<int64_t> CheckedProduct(const OpContext& ctx, const Shape& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) {
-    if (d != 0 && p > (int64_t{1} << 62) / d)
-      return NodeError(ctx, "shape {} has too many elements", ShapeToString(dims));
-    p *= d;
-  }
-  return p;
-}
-
-inline const void* ElemPtr(DType dt, const void* base, int64_t i) {
-  return static_cast<const char*>(base) + i * static_cast<int64_t>(DTypeSize(dt));
-}
-inline void* ElemPtr(DType dt, void* base, int64_t i) {
-  return static_cast<char*>(base) + i * static_cast<int64_t>(DTypeSize(dt));
-}
+using shape_util::CheckedProduct;
+using shape_util::ElemPtr;
+using shape_util::IntsInput;
+using shape_util::NormalizeAxes;
 
 // A gather of the input into the output, axis by axis:
 //   out[o_0, ..., o_{r-1}] = in[sum_d idx_d(o_d) * strides[d]]
