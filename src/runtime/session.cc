@@ -1,11 +1,14 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
 
 #include "core/thread_pool.h"
+#include "ops/cpu/cpu_kernel.h"
 #include "ops/op.h"
 #include "ops/registry.h"
 
@@ -15,6 +18,9 @@ struct SessionShared {
   const ir::Model* model = nullptr;
   std::unique_ptr<ThreadPool> pool;
   uint64_t seed = 0;
+  std::string provider;
+  ops::cpu::ProviderPtr cpu;  // null with provider "reference"
+  bool profile = false;
 };
 
 namespace {
@@ -76,6 +82,13 @@ class GraphExecutor {
     for (const auto& [k, p] : plans_) b += p.total;
     return b;
   }
+  std::vector<NodeReport> Report() const;
+  void ResetProfile() {
+    for (auto& st : steps_) {
+      st.total_ns = 0;
+      st.calls = 0;
+    }
+  }
 
  private:
   struct Step {
@@ -85,7 +98,19 @@ class GraphExecutor {
     std::vector<int> inputs, outputs;
     std::vector<int> frees;  // values last read here
     std::map<std::string, std::unique_ptr<GraphExecutor>, std::less<>> subgraphs;
+    // cpu provider: the kernel, its persistent slot, and the fusion this step may host.
+    const ops::cpu::KernelDef* cpu = nullptr;
+    std::unique_ptr<ops::cpu::NodeSlot> slot;
+    ops::cpu::Fusion fusion;
+    std::vector<size_t> absorb;  // steps computed by this one when its kernel accepts `fusion`
+    int fused_output = -1;       // the value the fused chain writes
+    int residual = -1;           // fusion.sum: the value added
+    // Last run and profile.
+    std::string provider;
+    int fused_into = -1;
+    int64_t total_ns = 0, calls = 0;
   };
+  void PlanCpu(const std::vector<std::vector<std::string>>& reads);
   int Intern(const std::string& name) {
     auto [it, inserted] = ids_.emplace(name, static_cast<int>(names_.size()));
     if (inserted) names_.push_back(name);
@@ -103,6 +128,7 @@ class GraphExecutor {
   std::vector<std::pair<int, std::string>> outer_;  // ids read from enclosing scopes
   std::vector<Step> steps_;
   std::vector<bool> is_output_;
+  std::vector<bool> nhwc_ok_;  // per value: every reader is a cpu kernel that takes channels-last
   std::map<std::string, ArenaPlan> plans_;
 };
 
@@ -230,6 +256,14 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
       return Status(StatusCode::kUnsupported,
                     fmt::format("{}: unsupported operator '{}' (domain '{}', opset {})",
                                 n.Describe(), n.op_type, dom, *opset));
+    if (shared_->cpu) {
+      st.cpu = ops::cpu::FindKernel(n, *opset);
+      if (st.cpu) {
+        st.slot = std::make_unique<ops::cpu::NodeSlot>();
+        st.slot->provider = shared_->cpu.get();
+        st.slot->reference = st.def;
+      }
+    }
     for (const auto& i : n.inputs) st.inputs.push_back(i.empty() ? -1 : Intern(i));
     for (const auto& o : n.outputs) st.outputs.push_back(o.empty() ? -1 : Intern(o));
     std::set<std::string> sub_visible = visible;
@@ -271,7 +305,120 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
   for (size_t id = 0; id < names_.size(); ++id)
     if (last[id] >= 0 && !is_output_[id])
       steps_[static_cast<size_t>(last[id])].frees.push_back(static_cast<int>(id));
+  PlanCpu(reads);
   return Status::Ok();
+}
+
+// Decides, for the cpu provider, which values may be channels-last (every reader takes it) and
+// which Add/Relu/Clip steps a fusing kernel (Conv) may absorb: the chain producer -> [Add] ->
+// [Relu|Clip], each link the only reader of the previous value, and the Add's other operand
+// computed before the producer runs.
+void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) {
+  if (!shared_->cpu) return;
+  using ops::cpu::Fusion;
+  const size_t nv = names_.size();
+  std::vector<bool> is_const(nv, false), sub_read(nv, false);
+  for (const auto& [id, v] : constants_) is_const[static_cast<size_t>(id)] = true;
+  for (int id : input_ids_) is_const[static_cast<size_t>(id)] = false;
+  std::vector<std::vector<std::pair<size_t, size_t>>> users(nv);
+  std::vector<int> producer(nv, -1);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& st = steps_[s];
+    for (int id : st.outputs)
+      if (id >= 0) producer[static_cast<size_t>(id)] = static_cast<int>(s);
+    for (size_t i = 0; i < st.inputs.size(); ++i)
+      if (st.inputs[i] >= 0) users[static_cast<size_t>(st.inputs[i])].emplace_back(s, i);
+    const ir::Node& n = *st.node;
+    const auto& r = reads[static_cast<size_t>(&n - graph_.nodes.data())];
+    for (const auto& name : r)
+      if (std::find(n.inputs.begin(), n.inputs.end(), name) == n.inputs.end())
+        sub_read[static_cast<size_t>(ids_.at(name))] = true;
+  }
+  for (const auto& [id, name] : outer_) sub_read[static_cast<size_t>(id)] = true;
+  nhwc_ok_.assign(nv, false);
+  for (size_t v = 0; v < nv; ++v) {
+    bool ok = !is_output_[v] && !sub_read[v] && !users[v].empty();
+    for (auto [s, i] : users[v])
+      ok = ok && steps_[s].cpu && i < 32 && ((steps_[s].cpu->nhwc_inputs >> i) & 1u);
+    nhwc_ok_[v] = ok;
+  }
+  auto const_scalar = [&](int id, float* out) {
+    if (id < 0) return true;  // omitted: keep the default
+    const int ps = producer[static_cast<size_t>(id)];
+    if (ps >= 0) {  // a Constant node's float scalar
+      const ir::Node& pn = *steps_[static_cast<size_t>(ps)].node;
+      const ir::Attribute* a =
+          pn.op_type == "Constant" && pn.domain.empty() ? pn.attr("value") : nullptr;
+      if (!a || a->t.dtype() != DType::kFloat || a->t.size() != 1) return false;
+      *out = a->t.data<float>()[0];
+      return true;
+    }
+    if (!is_const[static_cast<size_t>(id)]) return false;
+    for (const auto& [cid, v] : constants_)
+      if (cid == id && v.is_tensor() && v.tensor().dtype() == DType::kFloat &&
+          v.tensor().size() == 1) {
+        *out = v.tensor().data<float>()[0];
+        return true;
+      }
+    return false;
+  };
+  std::vector<bool> absorbed(steps_.size(), false);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    Step& st = steps_[s];
+    if (st.cpu) {
+      st.slot->const_inputs.assign(st.inputs.size(), false);
+      for (size_t i = 0; i < st.inputs.size(); ++i)
+        st.slot->const_inputs[i] = st.inputs[i] >= 0 && is_const[static_cast<size_t>(st.inputs[i])];
+    }
+    if (!st.cpu || st.cpu->fuse_input <= 0 || absorbed[s] || st.outputs.empty() ||
+        st.outputs[0] < 0)
+      continue;
+    int v = st.outputs[0];
+    Fusion f;
+    std::vector<size_t> absorb;
+    int residual = -1;
+    for (;;) {
+      const size_t vu = static_cast<size_t>(v);
+      if (is_output_[vu] || sub_read[vu] || users[vu].size() != 1) break;
+      auto [t, idx] = users[vu][0];
+      const Step& ts = steps_[t];
+      const ir::Node& n = *ts.node;
+      if ((!n.domain.empty() && n.domain != "ai.onnx") || ts.outputs.size() != 1 ||
+          ts.outputs[0] < 0 || absorbed[t])
+        break;
+      if (n.op_type == "Add" && !f.sum && f.act == Fusion::Act::kNone && ts.opset >= 7 &&
+          ts.inputs.size() == 2) {
+        int o = ts.inputs[1 - idx];
+        if (o < 0 || o == v || producer[static_cast<size_t>(o)] >= static_cast<int>(s)) break;
+        f.sum = true;
+        residual = o;
+      } else if (n.op_type == "Relu" && ts.opset >= 6) {
+        f.act = Fusion::Act::kRelu;
+      } else if (n.op_type == "Clip" && ts.opset >= 6) {
+        f.lo = -std::numeric_limits<float>::infinity();
+        f.hi = std::numeric_limits<float>::infinity();
+        if (ts.opset < 11) {
+          f.lo = n.attr_float("min", f.lo);
+          f.hi = n.attr_float("max", f.hi);
+        } else if (!const_scalar(ts.inputs.size() > 1 ? ts.inputs[1] : -1, &f.lo) ||
+                   !const_scalar(ts.inputs.size() > 2 ? ts.inputs[2] : -1, &f.hi)) {
+          break;
+        }
+        f.act = Fusion::Act::kClip;
+      } else {
+        break;
+      }
+      absorb.push_back(t);
+      v = ts.outputs[0];
+      if (f.act != Fusion::Act::kNone) break;
+    }
+    if (absorb.empty()) continue;
+    st.fusion = f;
+    st.absorb = absorb;
+    st.fused_output = v;
+    st.residual = residual;
+    for (size_t t : absorb) absorbed[t] = true;
+  }
 }
 
 ArenaPlan GraphExecutor::MakePlan(const std::vector<size_t>& sizes, const std::vector<int>& first,
@@ -325,7 +472,11 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       }
     }
   }
-  std::string sig = Signature(inputs);
+  const bool cpu_on = shared_->cpu != nullptr;
+  // Fused runs and unfused runs (with an observer) keep separate arena plans: fusion moves
+  // where values are first written.
+  const bool fuse = cpu_on && !(opts && opts->observer);
+  std::string sig = (fuse ? "F" : "U") + Signature(inputs);
   auto pit = plans_.find(sig);
   ArenaPlan* plan = pit == plans_.end() ? nullptr : &pit->second;
   std::vector<size_t> sizes;
@@ -335,24 +486,27 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     first.assign(names_.size(), 0);
     last.assign(names_.size(), static_cast<int>(steps_.size()));
   }
+  using ops::cpu::Layout;
+  std::vector<Layout> layouts(cpu_on ? names_.size() : 0, Layout::kPlain);
+  std::vector<bool> skip(cpu_on ? steps_.size() : 0, false);
+  const bool profile = shared_->profile;
   for (size_t s = 0; s < steps_.size(); ++s) {
     Step& st = steps_[s];
-    std::vector<const Value*> ins;
-    for (int id : st.inputs)
-      ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
-    std::vector<Value> outs(st.outputs.size());
-    ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
-    ctx.set_pool(shared_->pool.get());
-    ctx.set_seed(shared_->seed);
-    std::vector<std::unique_ptr<Runner>> runners;
-    ctx.set_subgraphs([&](std::string_view attr) -> ops::SubgraphRunner* {
-      auto it = st.subgraphs.find(attr);
-      if (it == st.subgraphs.end()) return nullptr;
-      runners.push_back(std::make_unique<Runner>(it->second.get(), &frame, opts));
-      return runners.back().get();
-    });
+    auto free_values = [&] {
+      for (int id : st.frees) {
+        if (!plan) last[static_cast<size_t>(id)] = static_cast<int>(s);
+        frame.values[static_cast<size_t>(id)] = Value();
+      }
+    };
+    if (cpu_on && skip[s]) {
+      free_values();
+      continue;
+    }
+    const auto t0 =
+        profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    std::vector<int> out_ids = st.outputs;
     auto alloc = [&](size_t k, DType dt, const Shape& shape) -> Tensor {
-      int id = k < st.outputs.size() ? st.outputs[k] : -1;
+      int id = k < out_ids.size() ? out_ids[k] : -1;
       if (id >= 0 && dt != DType::kString && !is_output_[static_cast<size_t>(id)]) {
         size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dt);
         if (plan) {
@@ -366,31 +520,131 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       }
       return Tensor(dt, shape);
     };
-    ctx.set_allocator(alloc);
-    Status status = st.def->prepare(ctx);
-    if (!status.ok()) return status;
-    const auto& decl = ctx.declared();
-    for (size_t k = 0; k < decl.size(); ++k) {
-      if (!decl[k].set) continue;
-      for (int64_t d : decl[k].shape)
-        if (d < 0)
-          return InvalidError("{}: output {} would have a negative dim ({})", st.node->Describe(),
-                              k, ShapeToString(decl[k].shape));
-      outs[k] = Value(alloc(k, decl[k].dtype, decl[k].shape));
+    auto allocate_declared = [&](ops::OpContext& ctx, std::vector<Value>* outs) -> Status {
+      const auto& decl = ctx.declared();
+      for (size_t k = 0; k < decl.size(); ++k) {
+        if (!decl[k].set) continue;
+        for (int64_t d : decl[k].shape)
+          if (d < 0)
+            return InvalidError("{}: output {} would have a negative dim ({})", st.node->Describe(),
+                                k, ShapeToString(decl[k].shape));
+        (*outs)[k] = Value(alloc(k, decl[k].dtype, decl[k].shape));
+      }
+      return Status::Ok();
+    };
+    std::vector<Value> outs(st.outputs.size());
+    bool ran = false;
+    if (st.cpu) {
+      ops::cpu::NodeSlot& slot = *st.slot;
+      std::vector<const Value*> ins;
+      for (int id : st.inputs)
+        ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+      slot.fusion = fuse ? st.fusion : ops::cpu::Fusion{};
+      if (slot.fusion.sum) {
+        ins.resize(static_cast<size_t>(st.cpu->fuse_input), nullptr);
+        ins.push_back(&frame.values[static_cast<size_t>(st.residual)]);
+      }
+      slot.in_layouts.clear();
+      for (size_t i = 0; i < ins.size(); ++i) {
+        int id = i < st.inputs.size() ? st.inputs[i] : st.residual;
+        slot.in_layouts.push_back(id < 0 || !ins[i] ? Layout::kPlain
+                                                    : layouts[static_cast<size_t>(id)]);
+      }
+      if (slot.fusion.sum) slot.in_layouts.back() = layouts[static_cast<size_t>(st.residual)];
+      slot.nhwc_ok.assign(st.outputs.size(), false);
+      slot.declined = false;
+      slot.fused = false;
+      slot.out_layouts.clear();
+      ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
+      ctx.set_pool(shared_->pool.get());
+      ctx.set_seed(shared_->seed);
+      // nhwc_ok depends on which value output 0 lands in (the fused one or its own).
+      for (size_t k = 0; k < st.outputs.size(); ++k) {
+        // With fusion requested, output 0 lands in the fused value, or (fusion refused) in its own.
+        int id = st.outputs[k];
+        bool ok = fuse && id >= 0 && nhwc_ok_[static_cast<size_t>(id)];
+        if (k == 0 && slot.fusion.any()) ok = ok && nhwc_ok_[static_cast<size_t>(st.fused_output)];
+        slot.nhwc_ok[k] = ok;
+      }
+      Status status = st.cpu->prepare(ctx, slot);
+      if (!status.ok()) return status;
+      if (!slot.declined) {
+        if (slot.fused) out_ids[0] = st.fused_output;
+        ctx.set_allocator(alloc);
+        FERRY_RETURN_IF_ERROR(allocate_declared(ctx, &outs));
+        st.cpu->run(ctx, slot);
+        for (size_t k = 0; k < st.outputs.size(); ++k) {
+          if (out_ids[k] < 0) continue;
+          frame.values[static_cast<size_t>(out_ids[k])] = std::move(outs[k]);
+          layouts[static_cast<size_t>(out_ids[k])] =
+              k < slot.out_layouts.size() ? slot.out_layouts[k] : Layout::kPlain;
+        }
+        if (slot.fused)
+          for (size_t t : st.absorb) {
+            skip[t] = true;
+            steps_[t].provider = "fused";
+            steps_[t].fused_into = static_cast<int>(s);
+          }
+        st.provider = "cpu";
+        ran = true;
+      } else {
+        st.provider = "reference (cpu declined)";
+      }
     }
-    st.def->run(ctx);
-    if (!ctx.run_status().ok()) return ctx.run_status();
-    for (size_t k = 0; k < st.outputs.size(); ++k) {
-      if (st.outputs[k] < 0) continue;
-      frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
-      if (opts && opts->observer)
-        opts->observer(*st.node, st.node->outputs[k],
-                       frame.values[static_cast<size_t>(st.outputs[k])]);
+    if (!ran) {
+      std::vector<const Value*> ins;
+      std::vector<Value> converted;  // plain copies of channels-last inputs
+      converted.reserve(st.inputs.size());
+      for (int id : st.inputs) {
+        if (id < 0) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        const Value& v = frame.values[static_cast<size_t>(id)];
+        if (cpu_on && layouts[static_cast<size_t>(id)] != Layout::kPlain) {
+          Tensor t(v.tensor().dtype(), v.tensor().shape());
+          ops::cpu::ConvertLayout(v.tensor(), layouts[static_cast<size_t>(id)], &t, Layout::kPlain);
+          converted.emplace_back(std::move(t));
+          ins.push_back(&converted.back());
+        } else {
+          ins.push_back(&v);
+        }
+      }
+      ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
+      ctx.set_pool(shared_->pool.get());
+      ctx.set_seed(shared_->seed);
+      std::vector<std::unique_ptr<Runner>> runners;
+      ctx.set_subgraphs([&](std::string_view attr) -> ops::SubgraphRunner* {
+        auto it = st.subgraphs.find(attr);
+        if (it == st.subgraphs.end()) return nullptr;
+        runners.push_back(std::make_unique<Runner>(it->second.get(), &frame, opts));
+        return runners.back().get();
+      });
+      ctx.set_allocator(alloc);
+      Status status = st.def->prepare(ctx);
+      if (!status.ok()) return status;
+      FERRY_RETURN_IF_ERROR(allocate_declared(ctx, &outs));
+      st.def->run(ctx);
+      if (!ctx.run_status().ok()) return ctx.run_status();
+      for (size_t k = 0; k < st.outputs.size(); ++k) {
+        if (st.outputs[k] < 0) continue;
+        frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
+        if (cpu_on) layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
+      }
+      if (!st.cpu) st.provider = "reference";
     }
-    for (int id : st.frees) {
-      if (!plan) last[static_cast<size_t>(id)] = static_cast<int>(s);
-      frame.values[static_cast<size_t>(id)] = Value();
+    if (opts && opts->observer)
+      for (size_t k = 0; k < st.outputs.size(); ++k)
+        if (st.outputs[k] >= 0)
+          opts->observer(*st.node, st.node->outputs[k],
+                         frame.values[static_cast<size_t>(st.outputs[k])]);
+    if (profile) {
+      st.total_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+      ++st.calls;
     }
+    free_values();
   }
   outputs->clear();
   for (int id : output_ids_) {
@@ -419,6 +673,12 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model
   s->shared_->model = s->model_.get();
   s->shared_->pool = std::make_unique<ThreadPool>(options.threads);
   s->shared_->seed = options.seed;
+  s->shared_->provider = options.provider;
+  s->shared_->profile = options.profile;
+  if (options.provider == "cpu")
+    s->shared_->cpu = ops::cpu::MakeProvider(s->shared_->pool->num_threads());
+  else if (options.provider != "reference")
+    return UnsupportedError("unknown provider '{}' (known: cpu, reference)", options.provider);
   for (const auto& vi : s->model_->graph.inputs) s->inputs_.push_back(&vi);
   s->root_ = std::make_unique<GraphExecutor>(s->model_->graph, s->shared_.get());
   FERRY_RETURN_IF_ERROR(s->root_->Build({}));
@@ -430,6 +690,32 @@ size_t Session::arena_bytes() const {
 }
 int Session::threads() const {
   return shared_->pool->num_threads();
+}
+const std::string& Session::provider() const {
+  return shared_->provider;
+}
+std::vector<NodeReport> Session::node_report() const {
+  return root_->Report();
+}
+void Session::ResetProfile() {
+  root_->ResetProfile();
+}
+
+std::vector<NodeReport> GraphExecutor::Report() const {
+  std::vector<NodeReport> out;
+  for (const Step& st : steps_) {
+    NodeReport r;
+    r.name = st.node->name;
+    r.op_type = st.node->op_type;
+    r.planned = st.cpu ? "cpu" : "reference";
+    r.provider = st.provider.empty() ? r.planned : st.provider;
+    if (st.provider == "fused" && st.fused_into >= 0)
+      r.fused_into = steps_[static_cast<size_t>(st.fused_into)].node->name;
+    r.total_ms = static_cast<double>(st.total_ns) / 1e6;
+    r.calls = st.calls;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 namespace {
@@ -487,6 +773,7 @@ Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string,
     }
   }
   std::vector<Value> outs;
+  if (shared_->cpu) ops::cpu::BeginRun(shared_->cpu.get());
   FERRY_RETURN_IF_ERROR(root_->Run(nullptr, ordered, &outs, &options));
   return outs;
 }

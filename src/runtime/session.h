@@ -6,6 +6,14 @@
 // ones), then executes node by node. Intermediate tensors live in one arena per input-shape
 // signature, planned from tensor liveness after the first run with that signature; a tensor
 // larger than its planned slot (data-dependent shapes) falls back to its own allocation.
+//
+// Providers: with provider "cpu" (the default) each node whose op has a kernel in ops/cpu/
+// that accepts it runs that kernel; the kernel may decline at prepare time (dtype, shape) and
+// the node then runs its reference kernel for that run. cpu kernels keep pre-packed weights
+// across runs, may absorb a following Add/Relu/Clip (fusion) and may keep activations
+// channels-last between cpu nodes; reference kernels, graph outputs and observers always see
+// plain tensors, and a run with an observer runs every node unfused. Provider "reference" runs
+// every node's reference kernel (the spec).
 #pragma once
 
 #include <functional>
@@ -21,13 +29,26 @@
 namespace ferry::runtime {
 
 struct SessionOptions {
-  int threads = 0;    // 0: one per core
-  uint64_t seed = 0;  // for random ops without a seed attribute
+  int threads = 0;               // 0: one per core
+  uint64_t seed = 0;             // for random ops without a seed attribute
+  std::string provider = "cpu";  // "cpu" or "reference"
+  bool profile = false;          // time every node (NodeReport::total_ms)
+};
+
+// One top-level node, in execution order: where it runs and, with profiling, how long it took.
+struct NodeReport {
+  std::string name, op_type;
+  std::string planned;     // "cpu" (a cpu kernel accepts the node) or "reference"
+  std::string provider;    // last run: "cpu", "reference", "reference (cpu declined)", "fused"
+  std::string fused_into;  // provider "fused": the node whose cpu kernel computed this one
+  double total_ms = 0;     // with SessionOptions::profile, summed over `calls` runs
+  int64_t calls = 0;
 };
 
 // Called after each top-level node with each of its outputs (for verify and calibration).
 // The value is valid only during the call.
-using NodeObserver = std::function<void(const ir::Node& node, const std::string& output_name, const Value& value)>;
+using NodeObserver =
+    std::function<void(const ir::Node& node, const std::string& output_name, const Value& value)>;
 
 struct RunOptions {
   NodeObserver observer;
@@ -38,7 +59,8 @@ class GraphExecutor;
 class Session {
  public:
   // The model is shared read-only; many sessions may run one model.
-  static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const ir::Model> model, SessionOptions options = {});
+  static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const ir::Model> model,
+                                                 SessionOptions options = {});
   ~Session();
 
   const ir::Model& model() const { return *model_; }
@@ -55,6 +77,10 @@ class Session {
   // Bytes of the arenas planned so far (all signatures).
   size_t arena_bytes() const;
   int threads() const;
+  const std::string& provider() const;
+  // Per top-level node: planned and last-run provider, and profile times (see SessionOptions).
+  std::vector<NodeReport> node_report() const;
+  void ResetProfile();
 
  private:
   Session() = default;

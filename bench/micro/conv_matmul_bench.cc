@@ -1,0 +1,126 @@
+// Conv shapes of ResNet-18 and MatMul shapes of the BERT-like encoder (d_model 256, seq 128,
+// FFN 1024, 4 heads), each a one-node model run through a Session, so the numbers include what
+// the runtime adds per node. Reports GFLOP/s (2 * MACs). Arguments: threads; the provider is
+// the default (cpu) unless FERRY_PROVIDER=reference.
+#include <cstdlib>
+#include <random>
+
+#include <benchmark/benchmark.h>
+
+#include "ir/graph.h"
+#include "runtime/session.h"
+
+namespace ferry {
+namespace {
+
+Tensor Rand(const Shape& shape, uint32_t seed) {
+  Tensor t(DType::kFloat, shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (auto& x : t.span<float>()) x = d(gen);
+  return t;
+}
+
+ir::Attribute Ints(const std::string& name, std::vector<int64_t> v) {
+  ir::Attribute a;
+  a.name = name;
+  a.type = ir::AttrType::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+void RunModel(benchmark::State& state, std::shared_ptr<ir::Model> m,
+              std::vector<std::pair<std::string, Value>> feeds, double flop) {
+  runtime::SessionOptions so;
+  so.threads = static_cast<int>(state.range(0));
+  if (const char* p = std::getenv("FERRY_PROVIDER")) so.provider = p;
+  auto s = runtime::Session::Create(m, so);
+  if (!s.ok()) {
+    state.SkipWithError(s.status().message().c_str());
+    return;
+  }
+  if (!(*s)->Run(feeds).ok()) {
+    state.SkipWithError("run failed");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize((*s)->Run(feeds));
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flop * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Conv NCHW, square kernel k, stride s, pad k/2, bias + Relu (the ResNet pattern).
+void BM_Conv(benchmark::State& state, int64_t c, int64_t m, int64_t hw, int64_t k, int64_t s) {
+  auto model = std::make_shared<ir::Model>();
+  model->ir_version = 8;
+  model->opset_imports.push_back({"", 13});
+  model->graph.inputs.push_back({"x", {}, ""});
+  model->graph.initializers.push_back({"w", Rand({m, c, k, k}, 1), ""});
+  model->graph.initializers.push_back({"b", Rand({m}, 2), ""});
+  ir::Node conv;
+  conv.op_type = "Conv";
+  conv.name = "conv";
+  conv.inputs = {"x", "w", "b"};
+  conv.outputs = {"c"};
+  conv.attributes.push_back(Ints("kernel_shape", {k, k}));
+  conv.attributes.push_back(Ints("strides", {s, s}));
+  conv.attributes.push_back(Ints("pads", {k / 2, k / 2, k / 2, k / 2}));
+  model->graph.nodes.push_back(std::move(conv));
+  ir::Node relu;
+  relu.op_type = "Relu";
+  relu.name = "relu";
+  relu.inputs = {"c"};
+  relu.outputs = {"y"};
+  model->graph.nodes.push_back(std::move(relu));
+  model->graph.outputs.push_back({"y", {}, ""});
+  const int64_t out = (hw + 2 * (k / 2) - k) / s + 1;
+  const double flop = 2.0 * static_cast<double>(m * c * k * k * out * out);
+  RunModel(state, model, {{"x", Value(Rand({1, c, hw, hw}, 3))}}, flop);
+}
+
+// MatMul [batch..., rows, k] x [k, n] (weight constant) or x [batch..., k, n] (both inputs).
+void BM_MatMul(benchmark::State& state, int64_t batch, int64_t rows, int64_t k, int64_t n,
+               bool const_b) {
+  auto model = std::make_shared<ir::Model>();
+  model->ir_version = 8;
+  model->opset_imports.push_back({"", 13});
+  model->graph.inputs.push_back({"a", {}, ""});
+  std::vector<std::pair<std::string, Value>> feeds = {{"a", Value(Rand({batch, rows, k}, 4))}};
+  if (const_b) {
+    model->graph.initializers.push_back({"b", Rand({k, n}, 5), ""});
+  } else {
+    model->graph.inputs.push_back({"b", {}, ""});
+    feeds.emplace_back("b", Value(Rand({batch, k, n}, 5)));
+  }
+  ir::Node mm;
+  mm.op_type = "MatMul";
+  mm.name = "matmul";
+  mm.inputs = {"a", "b"};
+  mm.outputs = {"y"};
+  model->graph.nodes.push_back(std::move(mm));
+  model->graph.outputs.push_back({"y", {}, ""});
+  RunModel(state, model, feeds, 2.0 * static_cast<double>(batch * rows * k * n));
+}
+
+#define CONV(name, c, m, hw, k, s) \
+  BENCHMARK_CAPTURE(BM_Conv, name, c, m, hw, k, s)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
+CONV(resnet_stem_7x7s2_3to64_224, 3, 64, 224, 7, 2);
+CONV(resnet_l1_3x3_64_56, 64, 64, 56, 3, 1);
+CONV(resnet_l2_3x3s2_64to128_56, 64, 128, 56, 3, 2);
+CONV(resnet_l2_3x3_128_28, 128, 128, 28, 3, 1);
+CONV(resnet_l3_3x3_256_14, 256, 256, 14, 3, 1);
+CONV(resnet_l4_3x3_512_7, 512, 512, 7, 3, 1);
+CONV(resnet_ds_1x1s2_256to512_14, 256, 512, 14, 1, 2);
+#define MATMUL(name, batch, rows, k, n, c)                 \
+  BENCHMARK_CAPTURE(BM_MatMul, name, batch, rows, k, n, c) \
+      ->Arg(1)                                             \
+      ->Arg(2)                                             \
+      ->Unit(benchmark::kMillisecond)
+MATMUL(bert_qkv_128x256x256, 1, 128, 256, 256, true);
+MATMUL(bert_ffn1_128x256x1024, 1, 128, 256, 1024, true);
+MATMUL(bert_ffn2_128x1024x256, 1, 128, 1024, 256, true);
+MATMUL(bert_scores_4x128x64x128, 4, 128, 64, 128, false);
+
+}  // namespace
+}  // namespace ferry
+
+BENCHMARK_MAIN();

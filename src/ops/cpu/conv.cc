@@ -1,0 +1,233 @@
+// cpu kernel: 2-D Conv (float32) on oneDNN, with fused bias, residual sum and Relu/Clip.
+//
+// prepare (when the input shapes, layouts or fusion change) validates the node with its reference
+// prepare, creates a oneDNN convolution whose activation and weight layouts oneDNN picks
+// (format_tag::any: NHWC on AVX-512, 8-channel blocks on AVX2; blocked weights), and reorders the
+// weights into that layout once (again on every run when W is not an initializer). run reorders the
+// input when it is not in the layout the primitive wants, executes, and writes the output in the
+// primitive's layout when every reader accepts that (slot.nhwc_ok) and it is a Layout, else plain.
+#include <cstring>
+#include <string>
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+struct ConvState : KernelState {
+  StateKey key;
+  Shape out_shape;
+  bool fused = false;
+  Layout out_layout = Layout::kPlain;
+  dnnl::convolution_forward prim;
+  memory::desc src_md, dst_md;  // what the primitive reads / writes
+  memory::desc in_md, out_md;   // the tensors as they are (input layout, output layout)
+  memory::desc wei_user_md;     // W as stored (oihw / goihw)
+  memory::desc res_md;          // residual (sum) as stored
+  bool reorder_src = false, reorder_dst = false;
+  dnnl::reorder src_reorder, dst_reorder, res_reorder, wei_reorder;
+  memory packed_w;  // owned, in the primitive's weights layout
+  const void* packed_from = nullptr;
+  bool has_bias = false;
+  size_t sum_index = 0;
+};
+
+bool AcceptsConv(const ir::Node& n) {
+  // 2-D only (kernel_shape, when given, has two values); everything else is checked at prepare.
+  const ir::Attribute* ks = n.attr("kernel_shape");
+  return !ks || ks->ints.size() == 2;
+}
+
+Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
+  const size_t n_in = std::min<size_t>(ctx.num_inputs(), 3);
+  if (!ctx.input_is_tensor(0) || !ctx.input_is_tensor(1) || ctx.input(0).dtype() != DType::kFloat ||
+      ctx.input(1).dtype() != DType::kFloat || ctx.input(0).rank() != 4 ||
+      ctx.input(1).rank() != 4 ||
+      (ctx.has_input(2) && (!ctx.input_is_tensor(2) || ctx.input(2).dtype() != DType::kFloat))) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<ConvState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, n_in));
+    auto fresh = std::make_unique<ConvState>();
+    fresh->key = key;
+    fresh->out_shape = decl[0].shape;
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Shape& y = fresh->out_shape;
+    const int64_t group = ctx.attr_int("group", 1);
+    std::vector<int64_t> strides = ctx.attr_ints("strides"), dil = ctx.attr_ints("dilations"),
+                         pads = ctx.attr_ints("pads");
+    if (strides.empty()) strides = {1, 1};
+    if (dil.empty()) dil = {1, 1};
+    if (pads.empty()) pads = {0, 0, 0, 0};
+    std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+    memory::dims pl(2), pr(2), dd(2), ss(strides.begin(), strides.end());
+    for (int a = 0; a < 2; ++a) {
+      const int64_t in = x.dim(2 + a), k = w.dim(2 + a), out = y[2 + static_cast<size_t>(a)];
+      dd[a] = dil[a] - 1;
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        int64_t total = std::max<int64_t>(0, (out - 1) * strides[a] + (k - 1) * dil[a] + 1 - in);
+        pl[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      } else if (auto_pad == "VALID") {
+        pl[a] = 0;
+      } else {
+        pl[a] = pads[a];
+      }
+      // The explicit end pad (oneDNN floors like ONNX); for auto_pad, what the output needs.
+      pr[a] =
+          auto_pad == "NOTSET" || auto_pad.empty()
+              ? pads[2 + static_cast<size_t>(a)]
+              : std::max<int64_t>(0, (out - 1) * strides[a] + (k - 1) * dil[a] + 1 - in - pl[a]);
+    }
+    const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+    fresh->in_md = LayoutDesc(x.shape(), in_layout);
+    if (group == 1) {
+      fresh->wei_user_md = memory::desc(Dims(w.shape()), memory::data_type::f32, tag::oihw);
+    } else {
+      memory::dims gw = {group, w.dim(0) / group, w.dim(1), w.dim(2), w.dim(3)};
+      fresh->wei_user_md = memory::desc(gw, memory::data_type::f32, tag::goihw);
+    }
+    auto any = [](const Shape& s) {
+      return memory::desc(Dims(s), memory::data_type::f32, tag::any);
+    };
+    memory::desc wei_any(fresh->wei_user_md.dims(), memory::data_type::f32, tag::any);
+    fresh->has_bias = ctx.has_input(2);
+    memory::desc bias_md =
+        fresh->has_bias ? memory::desc({w.dim(0)}, memory::data_type::f32, tag::a) : memory::desc();
+    // Fusion: sum needs a residual of the output's exact shape.
+    const Fusion& f = slot.fusion;
+    bool fuse = f.any();
+    if (f.sum) {
+      fresh->sum_index = ctx.num_inputs() - 1;
+      if (!ctx.input_is_tensor(fresh->sum_index) ||
+          ctx.input(fresh->sum_index).dtype() != DType::kFloat ||
+          ctx.input(fresh->sum_index).shape() != y)
+        fuse = false;
+    }
+    dnnl::primitive_attr attr;
+    if (fuse) {
+      dnnl::post_ops po;
+      if (f.sum) po.append_sum(1.f);
+      if (f.act == Fusion::Act::kRelu)
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      if (f.act == Fusion::Act::kClip)
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, f.lo, f.hi);
+      attr.set_post_ops(po);
+    }
+    fresh->fused = fuse;
+    try {
+      dnnl::engine& eng = slot.provider->engine();
+      // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
+      // blocks with AVX2); consecutive cpu layers then share them without reorders.
+      auto make = [&](const memory::desc& src, const memory::desc& dst) {
+        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                          dnnl::algorithm::convolution_direct, src, wei_any,
+                                          bias_md, dst, ss, dd, pl, pr);
+        return dnnl::convolution_forward::primitive_desc(d, attr, eng);
+      };
+      dnnl::convolution_forward::primitive_desc pd = make(any(x.shape()), any(y));
+      fresh->prim = dnnl::convolution_forward(pd);
+      fresh->src_md = pd.src_desc();
+      fresh->dst_md = pd.dst_desc();
+      fresh->reorder_src = fresh->src_md != fresh->in_md;
+      if (fresh->reorder_src)
+        fresh->src_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->in_md, eng, fresh->src_md));
+      const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
+      fresh->out_layout = nhwc_ok ? LayoutOf(fresh->dst_md, y) : Layout::kPlain;
+      fresh->out_md = LayoutDesc(y, fresh->out_layout);
+      fresh->reorder_dst = fresh->dst_md != fresh->out_md;
+      if (fresh->reorder_dst)
+        fresh->dst_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->dst_md, eng, fresh->out_md));
+      if (fuse && f.sum) {
+        Layout rl = slot.in_layouts.size() > fresh->sum_index ? slot.in_layouts[fresh->sum_index]
+                                                              : Layout::kPlain;
+        fresh->res_md = LayoutDesc(y, rl);
+        if (fresh->res_md != fresh->dst_md)
+          fresh->res_reorder =
+              dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->res_md, eng, fresh->dst_md));
+      }
+      fresh->packed_w = memory(pd.weights_desc(), eng);
+      fresh->wei_reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(eng, fresh->wei_user_md, eng, pd.weights_desc()));
+    } catch (const dnnl::error&) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    slot.state = std::move(fresh);
+    st = static_cast<ConvState*>(slot.state.get());
+  }
+  // Weights: packed once while W is the same initializer; every run when W is computed.
+  const void* wptr = ctx.input(1).raw();
+  const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  if (!w_const || st->packed_from != wptr) {
+    dnnl::engine& eng = slot.provider->engine();
+    memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
+    st->wei_reorder.execute(slot.provider->stream(), user, st->packed_w);
+    slot.provider->stream().wait();
+    st->packed_from = w_const ? wptr : nullptr;
+  }
+  ctx.set_output(0, DType::kFloat, st->out_shape);
+  slot.fused = st->fused;
+  slot.out_layouts.assign(1, st->out_layout);
+  return Status::Ok();
+}
+
+void RunConv(OpContext& ctx, NodeSlot& slot) {
+  auto* st = static_cast<ConvState*>(slot.state.get());
+  Provider& p = *slot.provider;
+  dnnl::engine& eng = p.engine();
+  dnnl::stream& s = p.stream();
+  void* x = const_cast<void*>(ctx.input(0).raw());
+  void* y = ctx.output(0).raw();
+  memory src(st->in_md, eng, x);
+  if (st->reorder_src) {
+    memory tmp(st->src_md, eng, p.Scratch(0, st->src_md.get_size()));
+    st->src_reorder.execute(s, src, tmp);
+    src = tmp;
+  }
+  memory dst = st->reorder_dst ? memory(st->dst_md, eng, p.Scratch(1, st->dst_md.get_size()))
+                               : memory(st->dst_md, eng, y);
+  if (st->fused && slot.fusion.sum) {
+    void* r = const_cast<void*>(ctx.input(st->sum_index).raw());
+    if (st->res_md == st->dst_md) {
+      if (r != dst.get_data_handle()) std::memcpy(dst.get_data_handle(), r, st->dst_md.get_size());
+    } else {
+      memory res(st->res_md, eng, r);
+      st->res_reorder.execute(s, res, dst);
+    }
+  }
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st->packed_w}, {DNNL_ARG_DST, dst}};
+  if (st->has_bias)
+    args[DNNL_ARG_BIAS] =
+        memory(memory::desc({ctx.input(1).dim(0)}, memory::data_type::f32, tag::a), eng,
+               const_cast<void*>(ctx.input(2).raw()));
+  st->prim.execute(s, args);
+  if (st->reorder_dst) {
+    memory out(st->out_md, eng, y);
+    st->dst_reorder.execute(s, dst, out);
+  }
+  s.wait();
+}
+
+constexpr KernelDef kKernels[] = {
+    {"", "Conv", 1, 1000, AcceptsConv, 0b1, 3, PrepareConv, RunConv},
+};
+
+}  // namespace
+
+std::span<const KernelDef> ConvKernels() {
+  return kKernels;
+}
+
+}  // namespace ferry::ops::cpu

@@ -1,0 +1,107 @@
+// The `cpu` provider: optimized kernels for a subset of ops, each tested against its reference
+// kernel (tests/cpu/). The runtime assigns a node to the cpu provider when a KernelDef here
+// matches (op, opset, and `accepts` on the node's attributes); the kernel may still decline at
+// prepare time (dtype, shape, layout it does not handle), and the node then runs its reference
+// kernel for that run.
+//
+// Differences from the reference contract (ops/op.h):
+//  * a NodeSlot persists across runs: pre-packed weights and library primitives live in
+//    `slot.state` and are rebuilt by the kernel when its key (shapes, non-constant weights)
+//    changes;
+//  * activations may be stored in a provider layout (channels-last or channel-blocked, whatever
+//    the convolution library prefers on this CPU) between cpu nodes. Tensor shapes stay logical
+//    (NCHW); the runtime tracks each value's Layout and converts to plain before any reference
+//    kernel, graph output or observer sees it;
+//  * the runtime may ask a kernel to absorb the following Relu/Clip/Add nodes (`slot.fusion`);
+//    the kernel accepts by setting `slot.fused` in prepare.
+//
+// To add a kernel: 1. write Prepare/Run in a family file here, 2. add its row to that file's
+// KernelDef table (listed in cpu_kernels.cc), 3. add a sweep against the reference in tests/cpu/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace ferry::ops::cpu {
+
+// How a value's elements are stored. Non-plain layouts are rank-4 float32 [N,C,H,W] of the same
+// byte size as plain (blocked layouts only when C is a multiple of the block).
+enum class Layout : uint8_t {
+  kPlain = 0,      // row-major in the logical shape
+  kNhwc = 1,       // stored [N,H,W,C] (oneDNN acdb; its AVX-512 fp32 convolutions)
+  kBlocked8 = 2,   // stored [N,C/8,H,W,8] (oneDNN aBcd8b; its AVX2 fp32 convolutions)
+  kBlocked16 = 3,  // stored [N,C/16,H,W,16] (oneDNN aBcd16b)
+};
+
+// Post-operations a kernel may absorb (Conv: sum, then activation).
+struct Fusion {
+  enum class Act : uint8_t { kNone, kRelu, kClip };
+  Act act = Act::kNone;
+  float lo = 0, hi = 0;  // kClip bounds
+  bool sum = false;      // input KernelDef::fuse_input is added to the result before `act`
+  bool any() const { return act != Act::kNone || sum; }
+};
+
+class KernelState {
+ public:
+  virtual ~KernelState() = default;
+};
+
+class Provider;  // session-wide cpu resources (oneDNN engine and stream, scratch buffers)
+
+// One per cpu-assigned node, owned by the runtime, kept across runs.
+struct NodeSlot {
+  Provider* provider = nullptr;
+  const OpDef* reference = nullptr;  // the node's reference definition (for validation)
+  std::vector<bool> const_inputs;    // input i is an initializer: same data every run
+  // Set by the runtime before each prepare:
+  Fusion fusion;                   // requested post-ops (none when fusion is off for this run)
+  std::vector<Layout> in_layouts;  // layout of each input this run
+  std::vector<bool>
+      nhwc_ok;  // output k may be written in a non-plain Layout (every reader accepts it)
+  // Set by the kernel's prepare:
+  bool declined = false;            // run the reference kernel instead (this run)
+  bool fused = false;               // `fusion` was accepted
+  std::vector<Layout> out_layouts;  // layout of each output (default kPlain)
+  std::unique_ptr<KernelState> state;
+};
+
+using CpuPrepareFn = Status (*)(OpContext&, NodeSlot&);
+using CpuRunFn = void (*)(OpContext&, NodeSlot&);
+
+struct KernelDef {
+  std::string_view domain;  // "" for the default ONNX domain
+  std::string_view name;
+  int since_version, last_version;  // opset range covered, inclusive
+  // Whether the node's attributes are handled (checked once, at session build). May be null.
+  bool (*accepts)(const ir::Node&);
+  uint32_t nhwc_inputs;  // bit i: input i may arrive in a non-plain Layout
+  int fuse_input;        // > 0: takes Fusion post-ops; the sum operand arrives as this input
+  CpuPrepareFn prepare;
+  CpuRunFn run;
+};
+
+// The kernel for (domain, op, opset) whose `accepts` takes the node, or null.
+const KernelDef* FindKernel(const ir::Node& node, int64_t opset);
+std::span<const KernelDef* const> AllKernels();
+
+// Session-wide resources. `threads` is the number of threads the provider's kernels use
+// (oneDNN runs on OpenMP; the calling thread is one of them).
+void DestroyProvider(Provider* p);
+struct ProviderDeleter {
+  void operator()(Provider* p) const { DestroyProvider(p); }
+};
+using ProviderPtr = std::unique_ptr<Provider, ProviderDeleter>;
+ProviderPtr MakeProvider(int threads);
+// Called by the runtime at the start of every run on the running thread (sets OpenMP threads).
+void BeginRun(Provider* p);
+
+// Copies `src` (layout `from`) into `dst` (same shape and byte size, layout `to`).
+void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to);
+
+}  // namespace ferry::ops::cpu

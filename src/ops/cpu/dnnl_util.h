@@ -1,0 +1,90 @@
+// Internal to the cpu provider: the Provider definition (oneDNN engine/stream, scratch) and
+// small helpers shared by the kernel families.
+#pragma once
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "ops/cpu/cpu_kernel.h"
+
+namespace ferry::ops::cpu {
+
+class Provider {
+ public:
+  explicit Provider(int threads);
+  int threads() const { return threads_; }
+  dnnl::engine& engine() { return engine_; }
+  dnnl::stream& stream() { return stream_; }
+  // A session-wide buffer of at least `bytes` for slot `k` (0 or 1), valid until the next call
+  // with a larger size for the same slot. Kernels run one at a time, so they may share it.
+  void* Scratch(int k, size_t bytes);
+
+ private:
+  int threads_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  struct Buffer {
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> data{nullptr, [](std::byte*) {}};
+    size_t size = 0;
+  };
+  Buffer scratch_[2];
+};
+
+// Shorthands.
+inline dnnl::memory::dims Dims(const Shape& s) {
+  return dnnl::memory::dims(s.begin(), s.end());
+}
+inline dnnl::memory::desc PlainDesc(const Shape& s) {
+  using tag = dnnl::memory::format_tag;
+  static constexpr tag kTags[] = {tag::undef, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
+  return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, kTags[s.size()]);
+}
+inline dnnl::memory::desc LayoutDesc(const Shape& s, Layout l) {
+  using tag = dnnl::memory::format_tag;
+  switch (l) {
+    case Layout::kNhwc:
+      return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, tag::acdb);
+    case Layout::kBlocked8:
+      return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, tag::aBcd8b);
+    case Layout::kBlocked16:
+      return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, tag::aBcd16b);
+    case Layout::kPlain:
+      break;
+  }
+  return PlainDesc(s);
+}
+// The Layout whose descriptor equals `md` for a rank-4 tensor of shape `s` without padding
+// (blocked layouts need C to be a multiple of the block); kPlain when none.
+inline Layout LayoutOf(const dnnl::memory::desc& md, const Shape& s) {
+  if (s.size() != 4) return Layout::kPlain;
+  for (Layout l : {Layout::kNhwc, Layout::kBlocked8, Layout::kBlocked16}) {
+    if (l == Layout::kBlocked8 && s[1] % 8 != 0) continue;
+    if (l == Layout::kBlocked16 && s[1] % 16 != 0) continue;
+    if (md == LayoutDesc(s, l)) return l;
+  }
+  return Layout::kPlain;
+}
+
+// Runs fn(begin, end) over [0, n) on the provider's OpenMP threads.
+template <typename F>
+void ParallelRange(int64_t n, int64_t min_chunk, F&& fn) {
+  int64_t chunks = n / (min_chunk > 0 ? min_chunk : 1);
+#ifdef _OPENMP
+  if (chunks > 1) {
+#pragma omp parallel
+    {
+      int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      int64_t b = n * t / nt, e = n * (t + 1) / nt;
+      if (b < e) fn(b, e);
+    }
+    return;
+  }
+#endif
+  (void)chunks;
+  fn(int64_t{0}, n);
+}
+
+}  // namespace ferry::ops::cpu

@@ -1,0 +1,35 @@
+// Internal to the cpu provider: each family file's kernel table, and the helper every kernel
+// uses to validate a node with its reference prepare.
+#pragma once
+
+#include <span>
+
+#include "ops/cpu/cpu_kernel.h"
+
+namespace ferry::ops::cpu {
+
+std::span<const KernelDef> ConvKernels();  // conv.cc: Conv (oneDNN)
+std::span<const KernelDef> PoolKernels();  // pool.cc: MaxPool, AveragePool, GlobalAveragePool
+std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
+std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
+
+// Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
+// returns what it declares for each output (the reference's state is discarded).
+Result<std::vector<OpContext::Declared>> ReferenceDeclare(const OpContext& ctx,
+                                                          const NodeSlot& slot, size_t num_inputs);
+
+// The shapes, layouts and requests a kernel's state was built for; a change means rebuild.
+struct StateKey {
+  std::vector<Shape> shapes;
+  std::vector<Layout> layouts;
+  std::vector<bool> nhwc_ok;
+  Fusion fusion;
+  bool operator==(const StateKey& o) const {
+    return shapes == o.shapes && layouts == o.layouts && nhwc_ok == o.nhwc_ok &&
+           fusion.act == o.fusion.act && fusion.lo == o.fusion.lo && fusion.hi == o.fusion.hi &&
+           fusion.sum == o.fusion.sum;
+  }
+};
+StateKey MakeKey(const OpContext& ctx, const NodeSlot& slot);
+
+}  // namespace ferry::ops::cpu

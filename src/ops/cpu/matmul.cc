@@ -1,0 +1,227 @@
+// cpu kernels: MatMul and Gemm (float32) on oneDNN's matmul primitive.
+//
+// MatMul: A [..., M, K] x B [..., K, N] with broadcast batch dims; a 2-D B folds A's batch dims
+// into M (one GEMM). Gemm: transA/transB as strides, C as bias (broadcast [N], [1,N], [M,1],
+// [M,N] or a scalar), alpha = 1 and beta = 1 only (else the reference runs). A constant B is
+// reordered once into the layout oneDNN prefers; a computed B is read in place every run.
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+struct MatMulState : KernelState {
+  StateKey key;
+  Shape out_shape;
+  dnnl::matmul prim;
+  memory::desc a_md, b_md, c_md, y_md, packed_md;
+  bool pack = false, has_c = false;
+  dnnl::reorder pack_reorder;
+  memory packed;
+  const void* packed_from = nullptr;
+};
+
+memory::desc Strided(const memory::dims& d, bool transposed_last2) {
+  // Row-major dims d, or (transposed) the last two dims stored swapped.
+  memory::dims strides(d.size());
+  const size_t r = d.size();
+  if (!transposed_last2) {
+    int64_t s = 1;
+    for (size_t i = r; i-- > 0;) {
+      strides[i] = s;
+      s *= d[i];
+    }
+  } else {
+    strides[r - 2] = 1;
+    strides[r - 1] = d[r - 2];
+    int64_t s = d[r - 2] * d[r - 1];
+    for (size_t i = r - 2; i-- > 0;) {
+      strides[i] = s;
+      s *= d[i];
+    }
+  }
+  return memory::desc(d, memory::data_type::f32, strides);
+}
+
+// Builds the primitive for a [.., M, K] x [.., K, N] (+ bias) problem.
+Status Build(NodeSlot& slot, MatMulState* st, bool b_const) {
+  dnnl::engine& eng = slot.provider->engine();
+  memory::desc b_req = st->b_md;
+  if (b_const) b_req = memory::desc(st->b_md.dims(), memory::data_type::f32, tag::any);
+  auto make = [&](const memory::desc& b) {
+    dnnl::matmul::desc d = st->has_c ? dnnl::matmul::desc(st->a_md, b, st->c_md, st->y_md)
+                                     : dnnl::matmul::desc(st->a_md, b, st->y_md);
+    return dnnl::matmul::primitive_desc(d, eng);
+  };
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = make(b_req);
+  } catch (const dnnl::error&) {
+    pd = make(st->b_md);  // a layout oneDNN cannot pick for this shape: read B as it is
+  }
+  st->prim = dnnl::matmul(pd);
+  st->packed_md = pd.weights_desc();
+  st->pack = st->packed_md != st->b_md;
+  if (st->pack) {
+    st->packed = memory(st->packed_md, eng);
+    st->pack_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(eng, st->b_md, eng, st->packed_md));
+  }
+  return Status::Ok();
+}
+
+bool Plain(const NodeSlot& slot, size_t n) {
+  for (size_t i = 0; i < n && i < slot.in_layouts.size(); ++i)
+    if (slot.in_layouts[i] != Layout::kPlain) return false;
+  return true;
+}
+
+bool FloatTensors(const OpContext& ctx, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!ctx.input_is_tensor(i) || ctx.input(i).dtype() != DType::kFloat) return false;
+  return true;
+}
+
+// Packs a constant B once (again if the initializer changes), a computed B every run.
+void PackB(const OpContext& ctx, NodeSlot& slot, MatMulState* st) {
+  if (!st->pack) return;
+  const void* b = ctx.input(1).raw();
+  const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  if (b_const && st->packed_from == b) return;
+  memory user(st->b_md, slot.provider->engine(), const_cast<void*>(b));
+  st->pack_reorder.execute(slot.provider->stream(), user, st->packed);
+  slot.provider->stream().wait();
+  st->packed_from = b_const ? b : nullptr;
+}
+
+Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
+  if (!FloatTensors(ctx, 2) || !Plain(slot, 2) || ctx.input(0).rank() < 2 ||
+      ctx.input(1).rank() < 2) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<MatMulState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 2));
+    auto fresh = std::make_unique<MatMulState>();
+    fresh->key = key;
+    fresh->out_shape = decl[0].shape;
+    const Shape& a = ctx.input(0).shape();
+    const Shape& b = ctx.input(1).shape();
+    const Shape& y = fresh->out_shape;
+    if (NumElements(y) == 0) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    const int64_t k = a.back(), n = b.back();
+    if (b.size() == 2) {
+      const int64_t m = NumElements(a) / k;
+      fresh->a_md = Strided({m, k}, false);
+      fresh->b_md = Strided({k, n}, false);
+      fresh->y_md = Strided({m, n}, false);
+    } else {
+      const size_t r = y.size();
+      auto pad = [&](const Shape& s) {
+        memory::dims d(r, 1);
+        std::copy(s.begin(), s.end(), d.end() - static_cast<std::ptrdiff_t>(s.size()));
+        return d;
+      };
+      fresh->a_md = Strided(pad(a), false);
+      fresh->b_md = Strided(pad(b), false);
+      fresh->y_md = Strided(Dims(y), false);
+    }
+    const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+    try {
+      FERRY_RETURN_IF_ERROR(Build(slot, fresh.get(), b_const));
+    } catch (const dnnl::error&) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    slot.state = std::move(fresh);
+    st = static_cast<MatMulState*>(slot.state.get());
+  }
+  PackB(ctx, slot, st);
+  ctx.set_output(0, DType::kFloat, st->out_shape);
+  slot.out_layouts.assign(1, Layout::kPlain);
+  return Status::Ok();
+}
+
+Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
+  const bool has_c = ctx.has_input(2);
+  if (!FloatTensors(ctx, has_c ? 3 : 2) || !Plain(slot, 3) || ctx.input(0).rank() != 2 ||
+      ctx.input(1).rank() != 2 || ctx.attr_float("alpha", 1.f) != 1.f ||
+      (has_c && (ctx.attr_float("beta", 1.f) != 1.f || ctx.input(2).rank() > 2))) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<MatMulState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 3));
+    auto fresh = std::make_unique<MatMulState>();
+    fresh->key = key;
+    fresh->out_shape = decl[0].shape;
+    const bool ta = ctx.attr_int("transA", 0) != 0, tb = ctx.attr_int("transB", 0) != 0;
+    const Shape& a = ctx.input(0).shape();
+    const Shape& b = ctx.input(1).shape();
+    const int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1], n = tb ? b[0] : b[1];
+    if (m * n == 0) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    fresh->a_md = Strided({m, k}, ta);
+    fresh->b_md = Strided({k, n}, tb);
+    fresh->y_md = Strided({m, n}, false);
+    fresh->has_c = has_c;
+    if (has_c) {
+      Shape c = ctx.input(2).shape();
+      while (c.size() < 2) c.insert(c.begin(), 1);
+      fresh->c_md = Strided(Dims(c), false);
+    }
+    const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+    try {
+      FERRY_RETURN_IF_ERROR(Build(slot, fresh.get(), b_const));
+    } catch (const dnnl::error&) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    slot.state = std::move(fresh);
+    st = static_cast<MatMulState*>(slot.state.get());
+  }
+  PackB(ctx, slot, st);
+  ctx.set_output(0, DType::kFloat, st->out_shape);
+  slot.out_layouts.assign(1, Layout::kPlain);
+  return Status::Ok();
+}
+
+void RunMatMul(OpContext& ctx, NodeSlot& slot) {
+  auto* st = static_cast<MatMulState*>(slot.state.get());
+  Provider& p = *slot.provider;
+  dnnl::engine& eng = p.engine();
+  memory a(st->a_md, eng, const_cast<void*>(ctx.input(0).raw()));
+  memory b = st->pack ? st->packed : memory(st->b_md, eng, const_cast<void*>(ctx.input(1).raw()));
+  memory y(st->y_md, eng, ctx.output(0).raw());
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}};
+  if (st->has_c) args[DNNL_ARG_BIAS] = memory(st->c_md, eng, const_cast<void*>(ctx.input(2).raw()));
+  st->prim.execute(p.stream(), args);
+  p.stream().wait();
+}
+
+constexpr KernelDef kKernels[] = {
+    {"", "MatMul", 1, 1000, nullptr, 0, 0, PrepareMatMul, RunMatMul},
+    {"", "Gemm", 7, 1000, nullptr, 0, 0, PrepareGemm, RunMatMul},
+};
+
+}  // namespace
+
+std::span<const KernelDef> MatMulKernels() {
+  return kKernels;
+}
+
+}  // namespace ferry::ops::cpu

@@ -1,0 +1,108 @@
+// The cpu provider's table, its session-wide resources and layout conversion.
+#include <algorithm>
+#include <cstring>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+Provider::Provider(int threads)
+    : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+void* Provider::Scratch(int k, size_t bytes) {
+  Buffer& b = scratch_[k];
+  if (b.size < bytes) {
+    auto* p = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64)));
+    b.data = std::unique_ptr<std::byte[], void (*)(std::byte*)>(
+        p, [](std::byte* q) { ::operator delete[](q, std::align_val_t(64)); });
+    b.size = bytes;
+  }
+  return b.data.get();
+}
+
+void DestroyProvider(Provider* p) {
+  delete p;
+}
+
+ProviderPtr MakeProvider(int threads) {
+  return ProviderPtr(new Provider(threads));
+}
+
+void BeginRun(Provider* p) {
+#ifdef _OPENMP
+  if (omp_get_max_threads() != p->threads()) omp_set_num_threads(p->threads());
+#else
+  (void)p;
+#endif
+}
+
+namespace {
+
+std::vector<const KernelDef*> BuildTable() {
+  std::vector<const KernelDef*> all;
+  const std::span<const KernelDef> families[] = {ConvKernels(), PoolKernels(), ElementwiseKernels(),
+                                                 MatMulKernels()};
+  for (auto fam : families)
+    for (const KernelDef& d : fam) all.push_back(&d);
+  return all;
+}
+
+}  // namespace
+
+std::span<const KernelDef* const> AllKernels() {
+  static const std::vector<const KernelDef*> table = BuildTable();
+  return table;
+}
+
+const KernelDef* FindKernel(const ir::Node& node, int64_t opset) {
+  std::string_view domain = node.domain == "ai.onnx" ? std::string_view() : node.domain;
+  for (const KernelDef* d : AllKernels()) {
+    if (d->name != node.op_type || d->domain != domain) continue;
+    if (opset < d->since_version || opset > d->last_version) continue;
+    if (d->accepts && !d->accepts(node)) continue;
+    return d;
+  }
+  return nullptr;
+}
+
+Result<std::vector<OpContext::Declared>> ReferenceDeclare(const OpContext& ctx,
+                                                          const NodeSlot& slot, size_t num_inputs) {
+  std::vector<const Value*> ins;
+  for (size_t i = 0; i < num_inputs && i < ctx.num_inputs(); ++i)
+    ins.push_back(ctx.has_input(i) ? &ctx.input_value(i) : nullptr);
+  std::vector<Value> outs(ctx.num_outputs());
+  OpContext ref(ctx.node(), ctx.opset(), std::move(ins), &outs);
+  ref.set_pool(ctx.pool());
+  FERRY_RETURN_IF_ERROR(slot.reference->prepare(ref));
+  return ref.declared();
+}
+
+StateKey MakeKey(const OpContext& ctx, const NodeSlot& slot) {
+  StateKey k;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    k.shapes.push_back(ctx.input_is_tensor(i) ? ctx.input(i).shape() : Shape{-1});
+  k.layouts = slot.in_layouts;
+  k.nhwc_ok = slot.nhwc_ok;
+  k.fusion = slot.fusion;
+  return k;
+}
+
+void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to) {
+  if (from == to || src.rank() != 4) {
+    std::memcpy(dst->raw(), src.raw(), src.nbytes());
+    return;
+  }
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  dnnl::memory s(LayoutDesc(src.shape(), from), engine, const_cast<void*>(src.raw()));
+  dnnl::memory d(LayoutDesc(src.shape(), to), engine, dst->raw());
+  dnnl::reorder(s, d).execute(stream, s, d);
+  stream.wait();
+}
+
+}  // namespace ferry::ops::cpu
