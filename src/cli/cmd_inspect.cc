@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "core/sha256.h"
+#include "cli/weights_digest.h"
 #include "ir/onnx_io.h"
 #include "ops/registry.h"
 
@@ -71,22 +71,9 @@ int RunInspect(const Options& o) {
     if (!n.domain.empty() && n.domain != "ai.onnx.ml") custom_domains.insert(n.domain);
     if (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan") control_flow = true;
   });
-  int64_t params = 0, bytes = 0;
-  Sha256 sha;
-  for (const auto& init : g.initializers) {
-    params += init.tensor.size();
-    if (init.tensor.dtype() == DType::kString) {
-      for (int64_t i = 0; i < init.tensor.size(); ++i) {
-        const std::string& s = init.tensor.data<std::string>()[i];
-        sha.Update(s.data(), s.size());
-        bytes += static_cast<int64_t>(s.size());
-      }
-    } else {
-      sha.Update(init.tensor.raw(), init.tensor.nbytes());
-      bytes += static_cast<int64_t>(init.tensor.nbytes());
-    }
-  }
-  std::string digest = sha.HexDigest();
+  WeightsDigest wd = DigestWeights(g);
+  int64_t params = wd.parameters, bytes = wd.bytes;
+  std::string digest = wd.sha256;
 
   nlohmann::json j;
   j["model"] = o.model;
