@@ -25,6 +25,7 @@ struct Options {
   std::string output_dir;
   std::string test_data;
   int threads = 0;
+  std::string provider = "cpu";
   bool json = false;
   double rtol = 1e-3, atol = 1e-7;
 };
@@ -40,6 +41,7 @@ Result<Loaded> Load(const Options& o) {
   l.model = std::shared_ptr<const ir::Model>(std::move(model));
   runtime::SessionOptions so;
   so.threads = o.threads;
+  so.provider = o.provider;
   FERRY_ASSIGN_OR_RETURN(l.session, runtime::Session::Create(l.model, so));
   return l;
 }
@@ -294,6 +296,8 @@ int RunOnce(const Options& o, Loaded& l) {
 
 int RunCommand(const Options& o) {
   if (o.threads < 0) return ReportError(UsageError("--threads must be >= 0, got {}", o.threads));
+  if (o.provider != "cpu" && o.provider != "reference")
+    return ReportError(UsageError("--provider must be cpu or reference, got '{}'", o.provider));
   auto l = Load(o);
   if (!l.ok()) return ReportError(l.status());
   if (!o.test_data.empty()) {
@@ -316,6 +320,9 @@ void SetupRun(CLI::App& sub, Action* action) {
   sub.add_option("--rtol", o->rtol, "Relative tolerance for --test-data (default 1e-3)");
   sub.add_option("--atol", o->atol, "Absolute tolerance for --test-data (default 1e-7)");
   sub.add_option("--threads", o->threads, "Threads (default: one per core)");
+  sub.add_option("--provider", o->provider,
+                 "cpu (default: optimized kernels where they exist) or reference (every node on "
+                 "its reference kernel)");
   sub.add_flag("--json", o->json, "Print one JSON document");
   sub.callback([o, action] { *action = [o] { return RunCommand(*o); }; });
 }

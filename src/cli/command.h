@@ -18,6 +18,12 @@ using SetupFn = void (*)(CLI::App& sub, Action* action);
 
 void SetupInspect(CLI::App& sub, Action* action);
 void SetupRun(CLI::App& sub, Action* action);
+void SetupOptimize(CLI::App& sub, Action* action);
+void SetupAudit(CLI::App& sub, Action* action);
+void SetupConvert(CLI::App& sub, Action* action);
+void SetupVerify(CLI::App& sub, Action* action);
+void SetupGolden(CLI::App& sub, Action* action);
+void SetupBench(CLI::App& sub, Action* action);
 
 // Prints "ferry: error: <message>" on stderr and returns the status's exit code.
 int ReportError(const Status& status);

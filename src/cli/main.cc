@@ -17,6 +17,18 @@ constexpr CommandRow kCommands[] = {
      ferry::cli::SetupInspect},
     {"run", "Run a model once on input files, or check it against ONNX test data",
      ferry::cli::SetupRun},
+    {"optimize", "Simplify and fuse a model's graph; checks outputs are unchanged before writing",
+     ferry::cli::SetupOptimize},
+    {"audit", "Report what each target supports, dynamic axes, control flow and conversion scope",
+     ferry::cli::SetupAudit},
+    {"convert", "Convert a model's opset or to float16; checks the result before writing",
+     ferry::cli::SetupConvert},
+    {"verify", "Compare a candidate with a reference or golden outputs, per output and per layer",
+     ferry::cli::SetupVerify},
+    {"golden", "Capture golden test data: seeded inputs and the model's outputs",
+     ferry::cli::SetupGolden},
+    {"bench", "Time a model: cold start, first run, warm percentiles, throughput, peak memory",
+     ferry::cli::SetupBench},
 };
 
 }  // namespace

@@ -15,31 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, TensorProto
 
-FAILURES = []
-PASSED = [0]
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what)
-    else:
-        PASSED[0] += 1
-        print("ok:  ", what)
-
-
-def ferry(args, *cmd):
-    p = subprocess.run([args.ferry] + list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def expect_error(args, name, rc_want, needles, *cmd):
-    rc, out, err = ferry(args, *cmd)
-    lines = [l for l in err.splitlines() if l.strip()]
-    check(rc == rc_want, "%s: exit %d (got %d; stderr %r)" % (name, rc_want, rc, err.strip()[:300]))
-    check(len(lines) == 1, "%s: exactly one stderr line (got %d)" % (name, len(lines)))
-    for n in needles:
-        check(n in err, "%s: message names %r (%r)" % (name, n, err.strip()[:300]))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from clilib import FAILURES, PASSED, check, expect_error, ferry  # noqa: E402
 
 
 def save(model, path):

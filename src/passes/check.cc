@@ -1,0 +1,205 @@
+#include "passes/check.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/half.h"
+
+#include "ir/queries.h"
+#include "runtime/session.h"
+
+namespace ferry::passes {
+
+namespace {
+
+// Upper bound for integer inputs: an embedding table's row count when the input feeds a
+// Gather, else 10.
+int64_t IdLimit(const ir::Graph& g, const std::string& input) {
+  int64_t rows = ir::EmbeddingRows(g, input);
+  return rows > 0 ? rows : 10;
+}
+
+Result<std::vector<std::pair<std::string, Value>>> MakeInputs(const ir::Model& m,
+                                                              const CheckOptions& o,
+                                                              uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<std::string, Value>> feeds;
+  for (const ir::ValueInfo* vi : m.graph.RealInputs()) {
+    if (vi->type.kind != ir::TypeInfo::Kind::kTensor || !vi->type.shape)
+      return UnsupportedError("input '{}' has type {}: --check needs tensor inputs of known rank",
+                              vi->name, vi->type.ToString());
+    Shape shape;
+    auto it = o.shapes.find(vi->name);
+    if (it != o.shapes.end()) {
+      shape = it->second;
+    } else {
+      for (const auto& d : *vi->type.shape) shape.push_back(d.value ? *d.value : 1);
+    }
+    Tensor t(vi->type.elem_type, shape);
+    const DType dt = vi->type.elem_type;
+    std::normal_distribution<float> normal(0.f, 1.f);
+    if (dt == DType::kFloat) {
+      for (auto& v : t.span<float>()) v = normal(rng);
+    } else if (dt == DType::kDouble) {
+      for (auto& v : t.span<double>()) v = normal(rng);
+    } else if (dt == DType::kInt64 || dt == DType::kInt32) {
+      std::uniform_int_distribution<int64_t> ids(
+          0, std::max<int64_t>(IdLimit(m.graph, vi->name) - 1, 0));
+      for (int64_t k = 0; k < t.size(); ++k) {
+        int64_t v = ids(rng);
+        if (dt == DType::kInt64)
+          t.data<int64_t>()[k] = v;
+        else
+          t.data<int32_t>()[k] = static_cast<int32_t>(v);
+      }
+    } else if (dt == DType::kBool) {
+      for (int64_t k = 0; k < t.size(); ++k) t.data<bool>()[k] = (rng() & 1) != 0;
+    } else {
+      return UnsupportedError(
+          "input '{}' has dtype {}: --check generates float, int32/64 and bool inputs", vi->name,
+          DTypeName(dt));
+    }
+    feeds.emplace_back(vi->name, Value(std::move(t)));
+  }
+  return feeds;
+}
+
+// `t` converted to `to` (float types only), or `t` itself.
+Tensor ConvertFloat(const Tensor& t, DType to) {
+  if (t.dtype() == to || !IsFloat(t.dtype()) || !IsFloat(to)) return t;
+  Tensor out(to, t.shape());
+  for (int64_t i = 0; i < t.size(); ++i) {
+    double v = t.GetAsDouble(i);
+    (void)VisitDType(to, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
+        out.data<T>()[i] = T(static_cast<float>(v));
+      else if constexpr (std::is_floating_point_v<T>)
+        out.data<T>()[i] = static_cast<T>(v);
+    });
+  }
+  return out;
+}
+
+// Accumulates statistics of one output of one set.
+void Accumulate(const Tensor& a, const Tensor& b, OutputStats* st, double* dot, double* na,
+                double* nb) {
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double x = a.GetAsDouble(i), y = b.GetAsDouble(i);
+    if (std::isfinite(x) && !std::isfinite(y)) st->candidate_nonfinite++;
+    if (!std::isfinite(x) || !std::isfinite(y)) continue;
+    st->max_abs = std::max(st->max_abs, std::fabs(x - y));
+    *dot += x * y;
+    *na += x * x;
+    *nb += y * y;
+  }
+  if (a.rank() == 2 && a.dim(1) > 1 && IsFloat(a.dtype())) {
+    for (int64_t r = 0; r < a.dim(0); ++r) {
+      int64_t ba = 0, bb = 0;
+      for (int64_t c = 1; c < a.dim(1); ++c) {
+        if (a.GetAsDouble(r * a.dim(1) + c) > a.GetAsDouble(r * a.dim(1) + ba)) ba = c;
+        if (b.GetAsDouble(r * a.dim(1) + c) > b.GetAsDouble(r * a.dim(1) + bb)) bb = c;
+      }
+      st->top1_total++;
+      st->top1_agree += ba == bb;
+    }
+  }
+}
+
+// Compares one output; returns an empty string when it matches.
+std::string Compare(const Tensor& a, const Tensor& b, const CheckOptions& o, double* max_abs) {
+  if (a.dtype() != b.dtype() && !(IsFloat(a.dtype()) && IsFloat(b.dtype())))
+    return fmt::format("dtype {} vs {}", DTypeName(a.dtype()), DTypeName(b.dtype()));
+  if (a.shape() != b.shape())
+    return fmt::format("shape {} vs {}", ShapeToString(a.shape()), ShapeToString(b.shape()));
+  if (a.dtype() == DType::kString) {
+    for (int64_t i = 0; i < a.size(); ++i)
+      if (a.data<std::string>()[i] != b.data<std::string>()[i])
+        return fmt::format("string element {} differs", i);
+    return "";
+  }
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double x = a.GetAsDouble(i), y = b.GetAsDouble(i);
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) != std::isnan(y)) return fmt::format("element {}: {} vs {}", i, x, y);
+      continue;
+    }
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x != y) return fmt::format("element {}: {} vs {}", i, x, y);
+      continue;
+    }
+    double d = std::fabs(x - y);
+    *max_abs = std::max(*max_abs, d);
+    if (d > o.atol + o.rtol * std::fabs(x))
+      return fmt::format("element {}: {} vs {} (abs {:.3g} > atol {:g} + rtol {:g})", i, x, y, d,
+                         o.atol, o.rtol);
+  }
+  return "";
+}
+
+std::shared_ptr<const ir::Model> Borrow(const ir::Model& m) {
+  return std::shared_ptr<const ir::Model>(&m, [](const ir::Model*) {});
+}
+
+}  // namespace
+
+Result<CheckResult> CheckEquivalent(const ir::Model& reference, const ir::Model& candidate,
+                                    const CheckOptions& options) {
+  runtime::SessionOptions so;
+  so.seed = options.seed;
+  FERRY_ASSIGN_OR_RETURN(auto ref, runtime::Session::Create(Borrow(reference), so));
+  FERRY_ASSIGN_OR_RETURN(auto cand, runtime::Session::Create(Borrow(candidate), so));
+  CheckResult result;
+  const auto& names = reference.graph.outputs;
+  result.outputs.resize(names.size());
+  std::vector<double> dot(names.size()), na(names.size()), nb(names.size());
+  for (size_t k = 0; k < names.size(); ++k) result.outputs[k].name = names[k].name;
+  std::map<std::string, DType> cand_types;
+  for (const ir::ValueInfo* vi : candidate.graph.RealInputs())
+    cand_types[vi->name] = vi->type.elem_type;
+  for (int set = 0; set < options.count; ++set) {
+    FERRY_ASSIGN_OR_RETURN(
+        auto feeds,
+        MakeInputs(reference, options, options.seed * 1000003 + static_cast<uint64_t>(set)));
+    auto a = ref->Run(feeds);
+    if (!a.ok()) return a.status().With(fmt::format("check: original model on input set {}", set));
+    auto cand_feeds = feeds;
+    for (auto& [name, v] : cand_feeds)
+      if (v.is_tensor() && cand_types.count(name))
+        v = Value(ConvertFloat(v.tensor(), cand_types[name]));
+    auto b = cand->Run(cand_feeds);
+    if (!b.ok()) return b.status().With(fmt::format("check: optimized model on input set {}", set));
+    if (a.value().size() != b.value().size())
+      return InvalidError("check: {} outputs vs {}", a.value().size(), b.value().size());
+    for (size_t k = 0; k < names.size(); ++k) {
+      const Value& va = a.value()[k];
+      const Value& vb = b.value()[k];
+      std::string diff;
+      if (va.kind() != vb.kind()) {
+        diff = "value kinds differ";
+      } else if (va.is_tensor()) {
+        diff = Compare(va.tensor(), vb.tensor(), options, &result.max_abs);
+        if (va.tensor().shape() == vb.tensor().shape() && va.tensor().dtype() != DType::kString)
+          Accumulate(va.tensor(), vb.tensor(), &result.outputs[k], &dot[k], &na[k], &nb[k]);
+      } else if (va.is_sequence()) {
+        if (va.sequence().size() != vb.sequence().size()) diff = "sequence lengths differ";
+        for (size_t j = 0; diff.empty() && j < va.sequence().size(); ++j)
+          diff = Compare(va.sequence()[j], vb.sequence()[j], options, &result.max_abs);
+      }
+      if (!diff.empty() && result.ok) {
+        result.ok = false;
+        result.first_failure =
+            fmt::format("output '{}' on input set {}: {}", names[k].name, set, diff);
+      }
+    }
+  }
+  for (size_t k = 0; k < names.size(); ++k)
+    result.outputs[k].cosine =
+        na[k] > 0 && nb[k] > 0 ? dot[k] / std::sqrt(na[k] * nb[k]) : (na[k] == nb[k] ? 1 : 0);
+  return result;
+}
+
+}  // namespace ferry::passes

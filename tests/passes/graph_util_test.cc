@@ -1,0 +1,113 @@
+#include "passes/graph_util.h"
+
+#include <gtest/gtest.h>
+
+#include "passes/check.h"
+#include "passes/pass_manager.h"
+
+namespace ferry::passes {
+namespace {
+
+ir::Node MakeNode(const std::string& op, std::vector<std::string> in,
+                  std::vector<std::string> out) {
+  ir::Node n;
+  n.op_type = op;
+  n.name = out.empty() ? op : out[0];
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+ir::ValueInfo FloatInfo(const std::string& name, std::vector<int64_t> dims) {
+  ir::ValueInfo v;
+  v.name = name;
+  v.type.kind = ir::TypeInfo::Kind::kTensor;
+  v.type.elem_type = DType::kFloat;
+  std::vector<ir::Dim> d;
+  for (int64_t x : dims) d.push_back(ir::Dim{x, ""});
+  v.type.shape = d;
+  return v;
+}
+
+TEST(GraphUtil, RenameReadsReachesSubgraphsUnlessShadowed) {
+  ir::Graph g;
+  g.nodes.push_back(MakeNode("Relu", {"x"}, {"a"}));
+  ir::Node iff = MakeNode("If", {"c"}, {"y"});
+  ir::Attribute then_b;
+  then_b.name = "then_branch";
+  then_b.type = ir::AttrType::kGraph;
+  then_b.g = std::make_unique<ir::Graph>();
+  then_b.g->nodes.push_back(MakeNode("Neg", {"a"}, {"t"}));
+  then_b.g->outputs.push_back(FloatInfo("t", {}));
+  ir::Attribute else_b;
+  else_b.name = "else_branch";
+  else_b.type = ir::AttrType::kGraph;
+  else_b.g = std::make_unique<ir::Graph>();
+  else_b.g->nodes.push_back(MakeNode("Relu", {"x"}, {"a"}));  // defines its own 'a'
+  else_b.g->nodes.push_back(MakeNode("Neg", {"a"}, {"e"}));
+  else_b.g->outputs.push_back(FloatInfo("e", {}));
+  iff.attributes.push_back(std::move(then_b));
+  iff.attributes.push_back(std::move(else_b));
+  g.nodes.push_back(std::move(iff));
+
+  UseIndex idx = BuildUseIndex(g);
+  EXPECT_EQ(idx.NumReaders("a"), 1u);  // the If, through its then-branch
+  RenameReads(g, "a", "b");
+  EXPECT_EQ(g.nodes[1].attr("then_branch")->g->nodes[0].inputs[0], "b");
+  EXPECT_EQ(g.nodes[1].attr("else_branch")->g->nodes[1].inputs[0], "a");  // shadowed: untouched
+}
+
+TEST(GraphUtil, TopoSortKeepsValidOrderAndFixesInvalid) {
+  ir::Graph g;
+  g.inputs.push_back(FloatInfo("x", {2}));
+  g.nodes.push_back(MakeNode("Neg", {"b"}, {"c"}));
+  g.nodes.push_back(MakeNode("Relu", {"x"}, {"a"}));
+  g.nodes.push_back(MakeNode("Exp", {"a"}, {"b"}));
+  TopoSort(g);
+  EXPECT_EQ(g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(g.nodes[1].op_type, "Exp");
+  EXPECT_EQ(g.nodes[2].op_type, "Neg");
+}
+
+TEST(GraphUtil, FreshNameAvoidsEveryUsedName) {
+  ir::Graph g;
+  g.inputs.push_back(FloatInfo("w", {1}));
+  g.nodes.push_back(MakeNode("Relu", {"w"}, {"w_1"}));
+  EXPECT_EQ(FreshName(g, "w"), "w_2");
+  EXPECT_EQ(FreshName(g, "v"), "v");
+}
+
+// The numeric check fails when the candidate differs, and names the output.
+TEST(Check, DetectsADifferentOutput) {
+  auto make = [](const std::string& op) {
+    ir::Model m;
+    m.ir_version = 8;
+    m.opset_imports.push_back({"", 13});
+    m.graph.inputs.push_back(FloatInfo("x", {4}));
+    m.graph.outputs.push_back(FloatInfo("y", {4}));
+    m.graph.nodes.push_back(MakeNode(op, {"x"}, {"y"}));
+    return m;
+  };
+  ir::Model a = make("Relu"), b = make("Relu"), c = make("Abs");
+  CheckOptions o;
+  auto same = CheckEquivalent(a, b, o);
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_TRUE(same->ok);
+  auto diff = CheckEquivalent(a, c, o);
+  ASSERT_TRUE(diff.ok());
+  EXPECT_FALSE(diff->ok);
+  EXPECT_NE(diff->first_failure.find("output 'y'"), std::string::npos) << diff->first_failure;
+  EXPECT_LT(diff->outputs[0].cosine, 1.0);
+}
+
+TEST(PassManager, UnknownPassIsAUsageError) {
+  ir::Model m;
+  OptimizeOptions o;
+  o.only = {"no_such_pass"};
+  auto r = Optimize(m, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUsage);
+}
+
+}  // namespace
+}  // namespace ferry::passes
