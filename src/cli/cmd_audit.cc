@@ -21,6 +21,7 @@
 #include "ops/registry.h"
 #include "passes/convert.h"
 #include "passes/pass_manager.h"
+#include "runtime/session.h"
 
 namespace ferry::cli {
 
@@ -88,7 +89,8 @@ class Target {
 
 class FerryTarget final : public Target {
  public:
-  std::string name() const override { return "ferry"; }
+  explicit FerryTarget(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
   Verdict Judge(const ir::Model& m, const ir::Node& n) const override {
     auto opset = m.OpsetFor(n.domain);
     const auto& reg = ops::Registry::Get();
@@ -101,6 +103,9 @@ class FerryTarget final : public Target {
     return {Scope::kRewrite, fmt::format("{} not at opset {}", OpKey(n), opset.value_or(0)),
             "convert the model's opset (ferry convert --opset N)"};
   }
+
+ private:
+  std::string name_;
 };
 
 class OpsetTarget final : public Target {
@@ -229,7 +234,7 @@ int RunAudit(const Options& o) {
       o.targets.empty() ? std::vector<std::string>{"ferry"} : o.targets;
   for (const auto& t : names) {
     if (t == "ferry" || t == "ferry-cpu") {
-      targets.push_back(std::make_unique<FerryTarget>());
+      targets.push_back(std::make_unique<FerryTarget>(t));
     } else if (t.rfind("opset:", 0) == 0) {
       char* end = nullptr;
       long v = std::strtol(t.c_str() + 6, &end, 10);
@@ -280,10 +285,28 @@ int RunAudit(const Options& o) {
                     {"count", nodes.size()},
                     {"rewrite", group_rewrite[reason]},
                     {"nodes", nodes}});
-    jt.push_back(
-        {{"target", t->name()},
-         {"conversion_scope", {{"as_is", as_is}, {"rewrite", rewrite}, {"application", app}}},
-         {"unsupported", jg}});
+    nlohmann::json entry = {
+        {"target", t->name()},
+        {"conversion_scope", {{"as_is", as_is}, {"rewrite", rewrite}, {"application", app}}},
+        {"unsupported", jg}};
+    if (t->name() == "ferry-cpu") {
+      // Which provider runs each top-level node (a session plans it without running).
+      runtime::SessionOptions so;
+      so.threads = 1;
+      auto session = runtime::Session::Create(
+          std::shared_ptr<const ir::Model>(&m, [](const ir::Model*) {}), so);
+      if (session.ok()) {
+        std::map<std::string, int64_t> count;
+        std::map<std::string, std::vector<std::string>> reference_ops;
+        for (const auto& r : session.value()->node_report()) {
+          count[r.planned]++;
+          if (r.planned != "cpu") reference_ops[r.op_type].push_back(r.name);
+        }
+        entry["providers"] = count;
+        entry["reference_ops"] = reference_ops;
+      }
+    }
+    jt.push_back(entry);
   }
   j["targets"] = jt;
 
@@ -369,6 +392,11 @@ int RunAudit(const Options& o) {
       fmt::print("\ntarget {}: {} as is, {} need a rewrite, {} must move to application code\n",
                  t["target"].get<std::string>(), cs["as_is"].get<int64_t>(),
                  cs["rewrite"].get<int64_t>(), cs["application"].get<int64_t>());
+      if (t.contains("providers")) {
+        fmt::print("  providers (top-level nodes): {}\n", t["providers"].dump());
+        for (const auto& [op, nodes] : t["reference_ops"].items())
+          fmt::print("    on the reference kernel: {} x{}\n", op, nodes.size());
+      }
       for (const auto& g : t["unsupported"]) {
         fmt::print("  [{}] {} x{}", g["scope"].get<std::string>(), g["reason"].get<std::string>(),
                    g["count"].get<int64_t>());

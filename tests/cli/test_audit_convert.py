@@ -145,6 +145,11 @@ def test_convert(f, work):
         check(m11.opset_import[0].version == 11, "convert --opset 11: opset is 11")
         sq = [n for n in m11.graph.node if n.op_type == "Squeeze"]
         check(sq and any(a.name == "axes" for a in sq[0].attribute), "convert --opset 11: Squeeze axes became an attribute")
+    r = ferry(f, "audit", src, "--target", "ferry-cpu", "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    prov = j["targets"][0].get("providers", {}) if j else {}
+    check(prov.get("cpu", 0) >= 1 and sum(prov.values()) == 6,
+          f"audit --target ferry-cpu: provider of every top-level node ({prov})")
     # fp16
     out = os.path.join(work, "conv_fp16.onnx")
     r = ferry(f, "convert", src, "-o", out, "--fp16", "--json")

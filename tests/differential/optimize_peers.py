@@ -161,6 +161,15 @@ def main():
             print(f"convert --fp16 (run by ORT): min cosine {cos_min:.6f}, same top-1 {same}/20, file {ratio:.3f}x")
             if cos_min < 0.999 or same != 20 or ratio > 0.55:
                 failures.append(f"convert --fp16: cosine {cos_min}, top-1 {same}/20, size {ratio:.3f}x")
+    # ferry audit on the zoo's GRU encoder: dynamic batch and sequence axes.
+    gru = os.path.join(a.zoo, "gru_encoder", "model.onnx")
+    if os.path.exists(gru):
+        import json
+        r = subprocess.run([a.ferry, "audit", gru, "--json"], capture_output=True, text=True)
+        axes = sorted((d["axis"], d["symbol"]) for d in json.loads(r.stdout)["dynamic_axes"]) if r.returncode == 0 else []
+        print(f"audit gru_encoder: dynamic axes {axes}")
+        if len(axes) != 2 or axes[0][0] != 0 or axes[1][0] != 1:
+            failures.append(f"audit gru_encoder: expected dynamic axes 0 and 1, got {axes} ({r.stderr.strip()})")
     print(f"{'model':<16} {'original':>9} {'ferry':>7} {'ORT basic':>10} {'onnxsim':>8} {'max abs (ORT)':>14}")
     for r in rows:
         print(f"{r[0]:<16} {r[1]:>9} {r[2]:>7} {r[3]:>10} {r[4]:>8} {r[5] if len(r) > 5 else float('nan'):>14.2e}")
