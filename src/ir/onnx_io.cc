@@ -526,26 +526,30 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   return ParseModel(bytes, dir, path);
 }
 
-std::string SerializeModel(const Model& m) {
-  onnx::ModelProto mp;
-  mp.set_ir_version(m.ir_version);
+namespace {
+
+void ModelToProto(const Model& m, onnx::ModelProto* mp) {
+  mp->set_ir_version(m.ir_version);
   for (const auto& o : m.opset_imports) {
-    auto* op = mp.add_opset_import();
+    auto* op = mp->add_opset_import();
     op->set_domain(o.domain);
     op->set_version(o.version);
   }
-  if (!m.producer_name.empty()) mp.set_producer_name(m.producer_name);
-  if (!m.producer_version.empty()) mp.set_producer_version(m.producer_version);
-  if (!m.domain.empty()) mp.set_domain(m.domain);
-  if (m.model_version) mp.set_model_version(m.model_version);
-  if (!m.doc_string.empty()) mp.set_doc_string(m.doc_string);
+  if (!m.producer_name.empty()) mp->set_producer_name(m.producer_name);
+  if (!m.producer_version.empty()) mp->set_producer_version(m.producer_version);
+  if (!m.domain.empty()) mp->set_domain(m.domain);
+  if (m.model_version) mp->set_model_version(m.model_version);
+  if (!m.doc_string.empty()) mp->set_doc_string(m.doc_string);
   for (const auto& [k, v] : m.metadata) {
-    auto* kv = mp.add_metadata_props();
+    auto* kv = mp->add_metadata_props();
     kv->set_key(k);
     kv->set_value(v);
   }
-  for (const auto& f : m.functions_serialized) mp.add_functions()->ParseFromString(f);
-  GraphToProto(m.graph, mp.mutable_graph());
+  for (const auto& f : m.functions_serialized) mp->add_functions()->ParseFromString(f);
+  GraphToProto(m.graph, mp->mutable_graph());
+}
+
+std::string SerializeProto(const onnx::ModelProto& mp) {
   std::string out;
   google::protobuf::io::StringOutputStream sos(&out);
   google::protobuf::io::CodedOutputStream cos(&sos);
@@ -555,8 +559,47 @@ std::string SerializeModel(const Model& m) {
   return out;
 }
 
+}  // namespace
+
+std::string SerializeModel(const Model& m) {
+  onnx::ModelProto mp;
+  ModelToProto(m, &mp);
+  return SerializeProto(mp);
+}
+
 Status SaveModel(const Model& m, const std::string& path) {
-  return WriteFileAtomic(path, SerializeModel(m));
+  // Protobuf cannot hold a message of 2 GiB or more: keep 64 MiB for the graph itself.
+  return SaveModel(m, path, (size_t{2} << 30) - (size_t{64} << 20));
+}
+
+Status SaveModel(const Model& m, const std::string& path, size_t external_threshold) {
+  onnx::ModelProto mp;
+  ModelToProto(m, &mp);
+  size_t total = 0;
+  for (const auto& init : mp.graph().initializer()) total += init.raw_data().size();
+  if (total <= external_threshold) return WriteFileAtomic(path, SerializeProto(mp));
+  // Large weights go to `<model file name>.data` beside the model (ONNX external data).
+  const std::string location = fs::path(path).filename().string() + ".data";
+  const std::string data_path = (fs::path(path).parent_path() / location).string();
+  std::string data;
+  for (auto& init : *mp.mutable_graph()->mutable_initializer()) {
+    if (init.raw_data().size() < 1024) continue;
+    while (data.size() % 64) data.push_back('\0');  // aligned, as mmap-based loaders like
+    const size_t offset = data.size(), length = init.raw_data().size();
+    data += init.raw_data();
+    init.clear_raw_data();
+    init.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char* k, const std::string& v) {
+      auto* e = init.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(length));
+  }
+  FERRY_RETURN_IF_ERROR(WriteFileAtomic(data_path, data));
+  return WriteFileAtomic(path, SerializeProto(mp));
 }
 
 Result<Tensor> ParseTensorProto(const std::string& bytes, const std::string& what) {

@@ -22,8 +22,12 @@ Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::s
 
 // Serialises deterministically (same model -> same bytes). Tensors are written inline.
 std::string SerializeModel(const Model& model);
-// Writes atomically (temp file + rename).
+// Writes atomically (temp file + rename). When the initializers hold more than protobuf's
+// 2 GiB limit allows, tensors of 1 KiB or more go to `<file name>.data` beside the model (ONNX
+// external data, 64-byte aligned offsets), written before the model file.
 Status SaveModel(const Model& model, const std::string& path);
+// The same with an explicit threshold: initializer bytes above which tensors go external.
+Status SaveModel(const Model& model, const std::string& path, size_t external_threshold);
 
 // A serialized TensorProto (a test-data `input_0.pb`).
 Result<Tensor> ParseTensorProto(const std::string& bytes, const std::string& what);
