@@ -1,7 +1,10 @@
 // merge_reshapes: Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) when s2 is a constant without
 // 0 entries (0 would copy a dim of the intermediate); Reshape after Squeeze/Unsqueeze/Flatten
 // likewise; Transpose(Transpose(x, p1), p2) -> Transpose(x, p1∘p2). The inner node must have
-// no other reader.
+// no other reader. Squeeze(Unsqueeze(x, axes), axes) with the same non-negative constant axes
+// is x itself.
+#include <algorithm>
+
 #include "passes/pass.h"
 
 namespace ferry::passes {
@@ -11,7 +14,45 @@ namespace {
 class MergeReshapes final : public Pass {
  public:
   std::string_view name() const override { return "merge_reshapes"; }
-  std::vector<std::string_view> targets() const override { return {"Reshape", "Transpose"}; }
+  std::vector<std::string_view> targets() const override {
+    return {"Reshape", "Transpose", "Squeeze"};
+  }
+
+  // Axes of a Squeeze/Unsqueeze: the attribute before opset 13, the constant input from 13.
+  std::optional<std::vector<int64_t>> Axes(const GraphCtx& ctx, const ir::Node& n) const {
+    std::vector<int64_t> axes;
+    if (ctx.opset < 13) {
+      axes = n.attr_ints("axes");
+    } else {
+      if (n.inputs.size() < 2 || n.inputs[1].empty()) return std::nullopt;
+      const Tensor* t = ctx.Constant(n.inputs[1]);
+      if (!t) return std::nullopt;
+      axes = t->ToInt64Vector();
+    }
+    if (axes.empty()) return std::nullopt;
+    for (int64_t a : axes)
+      if (a < 0) return std::nullopt;
+    std::sort(axes.begin(), axes.end());
+    return axes;
+  }
+
+  // For a Squeeze that undoes its Unsqueeze input: the Unsqueeze's input.
+  std::optional<std::string> Cancelled(const GraphCtx& ctx, size_t i) const {
+    const ir::Node& n = ctx.graph.nodes[i];
+    if (n.op_type != "Squeeze" || n.inputs.empty() || n.outputs.size() != 1) return std::nullopt;
+    auto p = ctx.index.Producer(n.inputs[0]);
+    if (!p) return std::nullopt;
+    const ir::Node& u = ctx.graph.nodes[*p];
+    if (u.op_type != "Unsqueeze" || !u.domain.empty() || u.inputs.empty()) return std::nullopt;
+    auto a = Axes(ctx, n), b = Axes(ctx, u);
+    if (!a || !b || *a != *b) return std::nullopt;
+    const std::string& x = u.inputs[0];
+    const std::string& y = n.outputs[0];
+    if (ctx.index.graph_outputs.count(y) &&
+        (!ctx.index.Producer(x) || ctx.index.graph_outputs.count(x) || ctx.outer.count(x)))
+      return std::nullopt;
+    return x;
+  }
 
   // The single-use producer of node i's first input when it is of a mergeable kind.
   std::optional<size_t> Inner(const GraphCtx& ctx, size_t i) const {
@@ -42,9 +83,18 @@ class MergeReshapes final : public Pass {
     return p;
   }
 
-  bool match(const GraphCtx& ctx, size_t i) const override { return Inner(ctx, i).has_value(); }
+  bool match(const GraphCtx& ctx, size_t i) const override {
+    if (ctx.graph.nodes[i].op_type == "Squeeze") return Cancelled(ctx, i).has_value();
+    return Inner(ctx, i).has_value();
+  }
 
   Status apply(GraphCtx& ctx, size_t i) override {
+    if (ctx.graph.nodes[i].op_type == "Squeeze") {
+      std::string x = *Cancelled(ctx, i);
+      ctx.ForwardValue(ctx.graph.nodes[i].outputs[0], x);  // the Unsqueeze goes in eliminate_dead
+      ctx.RemoveNode(i);
+      return Status::Ok();
+    }
     size_t p = *Inner(ctx, i);
     ir::Node& outer = ctx.graph.nodes[i];
     const ir::Node& inner = ctx.graph.nodes[p];

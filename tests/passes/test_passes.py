@@ -175,6 +175,16 @@ def test_noop_and_dead(c):
     check(ops(dst) == {"Dropout": 1}, "dropout_train: training-mode Dropout kept")
 
 
+def test_unsqueeze_squeeze(c):
+    m = model([helper.make_node("Unsqueeze", ["x", "ax"], ["u"]), helper.make_node("Relu", ["u"], ["r"]),
+               helper.make_node("Unsqueeze", ["x", "ax"], ["u2"]), helper.make_node("Squeeze", ["u2", "ax"], ["s"]),
+               helper.make_node("Add", ["s", "x"], ["y"])],
+              [fin("x", ["N", 3])], [fin("y", None), fin("r", None)], [const("ax", np.array([1], np.int64))])
+    src, dst, j, _ = c.optimize(m, "unsq_sq", "--passes", "merge_reshapes,eliminate_dead")
+    check(ops(dst) == {"Unsqueeze": 1, "Relu": 1, "Add": 1}, f"unsq_sq: Unsqueeze->Squeeze cancelled ({dict(ops(dst))})")
+    c.equivalent("unsq_sq", src, dst, [{"x": randn(2, 3)}])
+
+
 def test_fold_constants(c):
     nodes = [helper.make_node("Constant", [], ["k"], value=const("kv", randn(3))),
              helper.make_node("Exp", ["k"], ["ek"]),
@@ -291,7 +301,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     c = Ctx(a.ferry, a.work)
-    for t in [test_fuse_batchnorm, test_noop_and_dead, test_fold_constants, test_matmul_gemm_pad_affine,
+    for t in [test_fuse_batchnorm, test_noop_and_dead, test_unsqueeze_squeeze, test_fold_constants, test_matmul_gemm_pad_affine,
               test_duplicates_and_if, test_cli]:
         t(c)
     print(f"{len(FAILURES)} failure(s)")
