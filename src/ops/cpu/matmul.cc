@@ -98,6 +98,28 @@ void PackB(const OpContext& ctx, NodeSlot& slot, MatMulState* st) {
   st->packed_from = b_const ? b : nullptr;
 }
 
+// Builds `fresh`'s primitive and makes it the slot's state; declines when oneDNN cannot.
+Status InstallState(NodeSlot& slot, std::unique_ptr<MatMulState> fresh) {
+  const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  try {
+    FERRY_RETURN_IF_ERROR(Build(slot, fresh.get(), b_const));
+  } catch (const dnnl::error&) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  slot.state = std::move(fresh);
+  return Status::Ok();
+}
+
+// Packs constant weights (once) and declares the plain output.
+Status DeclareOutput(OpContext& ctx, NodeSlot& slot) {
+  auto* st = static_cast<MatMulState*>(slot.state.get());
+  PackB(ctx, slot, st);
+  ctx.set_output(0, DType::kFloat, st->out_shape);
+  slot.out_layouts.assign(1, Layout::kPlain);
+  return Status::Ok();
+}
+
 Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
   if (!FloatTensors(ctx, 2) || !Plain(slot, 2) || ctx.input(0).rank() < 2 ||
       ctx.input(1).rank() < 2) {
@@ -135,20 +157,10 @@ Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
       fresh->b_md = Strided(pad(b), false);
       fresh->y_md = Strided(Dims(y), false);
     }
-    const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
-    try {
-      FERRY_RETURN_IF_ERROR(Build(slot, fresh.get(), b_const));
-    } catch (const dnnl::error&) {
-      slot.declined = true;
-      return Status::Ok();
-    }
-    slot.state = std::move(fresh);
-    st = static_cast<MatMulState*>(slot.state.get());
+    FERRY_RETURN_IF_ERROR(InstallState(slot, std::move(fresh)));
+    if (slot.declined) return Status::Ok();
   }
-  PackB(ctx, slot, st);
-  ctx.set_output(0, DType::kFloat, st->out_shape);
-  slot.out_layouts.assign(1, Layout::kPlain);
-  return Status::Ok();
+  return DeclareOutput(ctx, slot);
 }
 
 Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
@@ -183,20 +195,10 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
       while (c.size() < 2) c.insert(c.begin(), 1);
       fresh->c_md = Strided(Dims(c), false);
     }
-    const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
-    try {
-      FERRY_RETURN_IF_ERROR(Build(slot, fresh.get(), b_const));
-    } catch (const dnnl::error&) {
-      slot.declined = true;
-      return Status::Ok();
-    }
-    slot.state = std::move(fresh);
-    st = static_cast<MatMulState*>(slot.state.get());
+    FERRY_RETURN_IF_ERROR(InstallState(slot, std::move(fresh)));
+    if (slot.declined) return Status::Ok();
   }
-  PackB(ctx, slot, st);
-  ctx.set_output(0, DType::kFloat, st->out_shape);
-  slot.out_layouts.assign(1, Layout::kPlain);
-  return Status::Ok();
+  return DeclareOutput(ctx, slot);
 }
 
 void RunMatMul(OpContext& ctx, NodeSlot& slot) {
