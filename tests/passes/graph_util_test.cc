@@ -2,31 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include "graph_builders.h"
 #include "passes/check.h"
 #include "passes/pass_manager.h"
 
 namespace ferry::passes {
 namespace {
 
-ir::Node MakeNode(const std::string& op, std::vector<std::string> in,
-                  std::vector<std::string> out) {
-  ir::Node n;
-  n.op_type = op;
-  n.name = out.empty() ? op : out[0];
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
-
-ir::ValueInfo FloatInfo(const std::string& name, std::vector<int64_t> dims) {
-  ir::ValueInfo v;
-  v.name = name;
-  v.type.kind = ir::TypeInfo::Kind::kTensor;
-  v.type.elem_type = DType::kFloat;
-  std::vector<ir::Dim> d;
-  for (int64_t x : dims) d.push_back(ir::Dim{x, ""});
-  v.type.shape = d;
-  return v;
+using testing::MakeNode;
+ir::ValueInfo FloatInfo(const std::string& name, const std::vector<int64_t>& dims) {
+  return testing::FloatValue(name, dims);
 }
 
 TEST(GraphUtil, RenameReadsReachesSubgraphsUnlessShadowed) {

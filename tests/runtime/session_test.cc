@@ -1,28 +1,15 @@
 #include <gtest/gtest.h>
 
+#include "graph_builders.h"
 #include "ir/graph.h"
 #include "runtime/session.h"
 
 namespace ferry::runtime {
 namespace {
 
-ir::Node MakeNode(const std::string& op, std::vector<std::string> in,
-                  std::vector<std::string> out) {
-  ir::Node n;
-  n.op_type = op;
-  n.name = out.empty() ? op : out[0];
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
-
+using testing::MakeNode;
 ir::ValueInfo FloatInput(const std::string& name, std::vector<ir::Dim> dims) {
-  ir::ValueInfo v;
-  v.name = name;
-  v.type.kind = ir::TypeInfo::Kind::kTensor;
-  v.type.elem_type = DType::kFloat;
-  v.type.shape = std::move(dims);
-  return v;
+  return testing::FloatValue(name, std::move(dims));
 }
 
 // x -> Relu -> a -> Add(a, x) -> b -> Relu -> y, with nodes listed out of order.
