@@ -4,19 +4,23 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include <unistd.h>
 
 namespace ferry {
 
 Result<std::string> ReadFileBytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  // One allocation of the file's size and one read: a model file is read without the repeated
+  // growth (and page faults) of streaming into a string.
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return InvalidError("cannot read '{}': {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return InvalidError("cannot read '{}'", path);
-  return ss.str();
+  const std::streamoff size = f.tellg();
+  if (size < 0) return InvalidError("cannot read '{}': cannot tell its size", path);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  f.read(bytes.data(), size);
+  if (f.gcount() != size) return InvalidError("cannot read '{}': short read", path);
+  return bytes;
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& bytes) {

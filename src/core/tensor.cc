@@ -52,6 +52,27 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   data_ = p;
 }
 
+Tensor Tensor::Adopt(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data) {
+  assert(dtype != DType::kString && owner);
+  Tensor t = View(dtype, std::move(shape), data);
+  t.owner_ = std::move(owner);
+  return t;
+}
+
+Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
+  assert(dtype != DType::kString);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.size_ = NumElements(t.shape_);
+  size_t bytes = std::max<size_t>(t.nbytes(), 1);
+  bytes = (bytes + 63) / 64 * 64;
+  void* p = ::operator new[](bytes, kAlign);
+  t.owner_ = std::shared_ptr<void>(p, AlignedDelete());
+  t.data_ = p;
+  return t;
+}
+
 Tensor Tensor::View(DType dtype, Shape shape, void* data) {
   assert(dtype != DType::kString);
   Tensor t;

@@ -29,6 +29,13 @@ class Tensor {
   Tensor(DType dtype, Shape shape);
   // A non-owning view; `data` must outlive every use of the view. Not for kString.
   static Tensor View(DType dtype, Shape shape, void* data);
+  // Owned storage allocated by somebody else: `data` (aligned at least to the element size, not
+  // necessarily to 64 bytes) lives as long as `owner`. Lets the importer keep a parsed
+  // initializer's bytes without copying them. Not for kString.
+  static Tensor Adopt(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
+  // Owned, 64-byte aligned storage left uninitialised, for callers that overwrite every byte
+  // at once (file readers). Not for kString.
+  static Tensor Uninitialized(DType dtype, Shape shape);
   // A float/int scalar or vector convenience, mostly for tests.
   template <typename T>
   static Tensor FromVector(const std::vector<T>& values, Shape shape);

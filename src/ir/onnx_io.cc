@@ -1,8 +1,16 @@
 #include "ir/onnx_io.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -23,9 +31,14 @@ namespace {
 struct ImportCtx {
   std::string base_dir;  // "" = external data refused
   std::string what;      // file name for messages
+  // The parsed proto belongs to the importer: large raw_data buffers of top-level initializers
+  // are moved into the tensors instead of copied (see GraphFromProto).
+  bool take_raw = false;
 };
 
-Result<std::string> ReadExternal(const onnx::TensorProto& tp, const ImportCtx& ctx) {
+// Reads the tensor's bytes from its external data file straight into `t` (only the range the
+// tensor names is read: one file may hold every weight of a large model).
+Status ReadExternal(const onnx::TensorProto& tp, const ImportCtx& ctx, Tensor* t) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : tp.external_data()) {
@@ -50,19 +63,35 @@ Result<std::string> ReadExternal(const onnx::TensorProto& tp, const ImportCtx& c
   if (loc.is_absolute() || rel.empty() || *rel.begin() == "..")
     return InvalidError("{}: tensor '{}': external data path '{}' leaves the model's folder",
                         ctx.what, tp.name(), location);
-  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(full.string()));
-  if (offset < 0 || static_cast<size_t>(offset) > bytes.size())
+  const std::string fname = full.string();
+  std::ifstream f(fname, std::ios::binary | std::ios::ate);
+  if (!f)
+    return InvalidError("{}: tensor '{}': cannot read external data '{}': {}", ctx.what, tp.name(),
+                        location, std::strerror(errno));
+  const int64_t file_size = static_cast<int64_t>(f.tellg());
+  if (offset < 0 || offset > file_size)
     return InvalidError("{}: tensor '{}': external data offset {} is past the end of '{}'",
                         ctx.what, tp.name(), offset, location);
-  if (length < 0) length = static_cast<int64_t>(bytes.size()) - offset;
-  if (static_cast<size_t>(offset + length) > bytes.size())
+  if (length < 0) length = file_size - offset;
+  if (offset + length > file_size)
     return InvalidError(
         "{}: tensor '{}': external data '{}' is truncated ({} bytes at {}, file has {})", ctx.what,
-        tp.name(), location, length, offset, bytes.size());
-  return bytes.substr(static_cast<size_t>(offset), static_cast<size_t>(length));
+        tp.name(), location, length, offset, file_size);
+  if (static_cast<size_t>(length) != t->nbytes())
+    return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}",
+                        ctx.what, tp.name(), DTypeName(t->dtype()), ShapeToString(t->shape()),
+                        length, t->nbytes());
+  f.seekg(offset);
+  f.read(static_cast<char*>(t->raw()), length);
+  if (f.gcount() != length)
+    return InvalidError("{}: tensor '{}': short read of external data '{}'", ctx.what, tp.name(),
+                        location);
+  return Status::Ok();
 }
 
-Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx) {
+// `owned`: the same proto when the importer may take its raw_data buffer (no copy).
+Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx,
+                               onnx::TensorProto* owned = nullptr) {
   auto dt = DTypeFromCode(tp.data_type());
   std::string tname = tp.name().empty() ? std::string("<unnamed>") : tp.name();
   if (!dt)
@@ -72,6 +101,29 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
   Shape shape(tp.dims().begin(), tp.dims().end());
   for (int64_t d : shape)
     if (d < 0) return InvalidError("{}: tensor '{}' has a negative dim {}", ctx.what, tname, d);
+  const bool external = tp.data_location() == onnx::TensorProto::EXTERNAL;
+  if (*dt != DType::kString && (external || tp.has_raw_data())) {
+    const size_t want = static_cast<size_t>(NumElements(shape)) * DTypeSize(*dt);
+    if (external) {
+      Tensor t = Tensor::Uninitialized(*dt, shape);
+      FERRY_RETURN_IF_ERROR(ReadExternal(tp, ctx, &t));
+      return t;
+    }
+    const std::string& raw = tp.raw_data();
+    if (raw.size() != want)
+      return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}",
+                          ctx.what, tname, DTypeName(*dt), ShapeToString(shape), raw.size(), want);
+    // A large buffer aligned for its element type is moved into the tensor as it is.
+    if (owned && ctx.take_raw && want >= 4096 &&
+        reinterpret_cast<uintptr_t>(raw.data()) % 16 == 0) {
+      std::shared_ptr<std::string> buf(owned->release_raw_data());
+      void* data = buf->data();
+      return Tensor::Adopt(*dt, std::move(shape), std::move(buf), data);
+    }
+    Tensor t = Tensor::Uninitialized(*dt, shape);
+    if (want > 0) std::memcpy(t.raw(), raw.data(), want);
+    return t;
+  }
   Tensor t(*dt, shape);
   const int64_t n = t.size();
   auto size_error = [&](size_t got) {
@@ -81,22 +133,6 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
   if (*dt == DType::kString) {
     if (tp.string_data_size() != n) return size_error(static_cast<size_t>(tp.string_data_size()));
     for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = tp.string_data(static_cast<int>(i));
-    return t;
-  }
-  const std::string* raw = nullptr;
-  std::string external;
-  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
-    FERRY_ASSIGN_OR_RETURN(external, ReadExternal(tp, ctx));
-    raw = &external;
-  } else if (tp.has_raw_data()) {
-    raw = &tp.raw_data();
-  }
-  if (raw) {
-    if (raw->size() != t.nbytes())
-      return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}",
-                          ctx.what, tname, DTypeName(*dt), ShapeToString(shape), raw->size(),
-                          t.nbytes());
-    if (n > 0) std::memcpy(t.raw(), raw->data(), raw->size());
     return t;
   }
   switch (*dt) {
@@ -311,7 +347,9 @@ Result<std::unique_ptr<Graph>> GraphFromProto(const onnx::GraphProto& gp, const 
   for (const auto& v : gp.output()) g->outputs.push_back(ValueInfoFromProto(v));
   for (const auto& v : gp.value_info()) g->value_info.push_back(ValueInfoFromProto(v));
   for (const auto& tp : gp.initializer()) {
-    FERRY_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, ctx));
+    // With ctx.take_raw the proto is the importer's own, non-const object (ParseModelBytes).
+    auto* owned = ctx.take_raw ? const_cast<onnx::TensorProto*>(&tp) : nullptr;
+    FERRY_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, ctx, owned));
     g->initializers.push_back({tp.name(), std::move(t), tp.doc_string()});
   }
   for (const auto& sp : gp.sparse_initializer()) {
@@ -485,17 +523,25 @@ void GraphToProto(const Graph& g, onnx::GraphProto* gp) {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::string& base_dir,
-                                          const std::string& what) {
+namespace {
+
+Result<std::unique_ptr<Model>> ParseModelBytes(const void* bytes, size_t size,
+                                               const std::string& base_dir,
+                                               const std::string& what) {
   onnx::ModelProto mp;
-  if (bytes.empty()) return InvalidError("{}: the file is empty, not an ONNX model", what);
-  if (!mp.ParseFromString(bytes))
+  if (size == 0) return InvalidError("{}: the file is empty, not an ONNX model", what);
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return InvalidError(
+        "{}: {} bytes is over protobuf's 2 GiB limit for one model file (store the weights as "
+        "external data)",
+        what, size);
+  if (!mp.ParseFromArray(bytes, static_cast<int>(size)))
     return InvalidError(
         "{}: not a valid ONNX model (protobuf parse failed: truncated or corrupt file)", what);
   if (!mp.has_graph() || mp.opset_import_size() == 0 || mp.ir_version() <= 0)
     return InvalidError("{}: not a valid ONNX model (missing graph, ir_version or opset_import)",
                         what);
-  ImportCtx ctx{base_dir, what};
+  ImportCtx ctx{base_dir, what, /*take_raw=*/true};
   auto m = std::make_unique<Model>();
   m->ir_version = mp.ir_version();
   for (const auto& o : mp.opset_import())
@@ -515,14 +561,54 @@ Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::s
   return m;
 }
 
+// A read-only private mapping of a whole file (page-cache backed: parsing it faults no
+// anonymous memory); empty when the file cannot be mapped.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+      void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                       MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p != MAP_FAILED) {
+        data_ = p;
+        size_ = static_cast<size_t>(st.st_size);
+      }
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::string& base_dir,
+                                          const std::string& what) {
+  return ParseModelBytes(bytes.data(), bytes.size(), base_dir, what);
+}
+
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return InvalidError("model file '{}' does not exist", path);
   if (fs::is_directory(path, ec))
     return InvalidError("model path '{}' is a directory, not an .onnx file", path);
-  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
+  MappedFile mapped(path);
+  if (mapped.data()) return ParseModelBytes(mapped.data(), mapped.size(), dir, path);
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
   return ParseModel(bytes, dir, path);
 }
 
