@@ -324,5 +324,63 @@ TEST(CpuProvider, ObserverRunsUnfusedAndPlainAndReferenceProviderUsesNoCpuKernel
   EXPECT_EQ(e.status().code(), StatusCode::kUnsupported);
 }
 
+// Concat: plain copies of several dtypes and axes (zero-size inputs too), and a CNN branch pair
+// concatenated in the convolution library's layout, pooled and averaged without conversions.
+TEST(CpuConcat, MatchesReferenceInEveryLayout) {
+  struct Case {
+    std::vector<Shape> xs;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{{2, 3}, {2, 5}}, 1},        {{{3, 4, 5}, {1, 4, 5}, {2, 4, 5}}, 0},
+      {{{2, 3, 7}, {2, 3, 1}}, -1}, {{{1, 13, 3, 3}, {1, 0, 3, 3}, {1, 2, 3, 3}}, 1},
+      {{{127}, {1}, {3}}, 0},       {{{2, 1, 3}, {2, 4, 3}}, 1},
+  };
+  uint32_t seed = 300;
+  for (const auto& c : cases) {
+    SCOPED_TRACE("axis " + std::to_string(c.axis) + " first " + ShapeToString(c.xs[0]));
+    GraphBuilder b;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < c.xs.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      b.Input(names.back(), Rand(c.xs[i], seed++));
+    }
+    SetInt(b.Node("Concat", names, {"y"}), "axis", c.axis);
+    b.Output("y");
+    auto report = ExpectMatchesReference(b, 0, 0);
+    ASSERT_FALSE(report.empty());
+    EXPECT_EQ(report[0].provider, "cpu");
+  }
+  {  // int64, as shape computations concatenate
+    GraphBuilder b;
+    b.Input("a", Tensor::FromVector<int64_t>({1, 2, 3}, {3}));
+    b.Input("b", Tensor::FromVector<int64_t>({-4}, {1}));
+    SetInt(b.Node("Concat", {"a", "b"}, {"y"}), "axis", 0);
+    b.Output("y");
+    ExpectMatchesReference(b, 0, 0);
+  }
+  for (int64_t ch : {8, 16, 13}) {  // 13: blocked layouts impossible, plain path
+    SCOPED_TRACE("branch channels " + std::to_string(ch));
+    GraphBuilder b;
+    b.Input("x", Rand({2, 8, 13, 13}, seed++));
+    b.Const("wa", Rand({ch, 8, 1, 1}, seed++, -0.5f, 0.5f));
+    b.Const("wb", Rand({ch, 8, 3, 3}, seed++, -0.3f, 0.3f));
+    b.Node("Conv", {"x", "wa"}, {"a"});
+    SetInts(b.Node("Conv", {"x", "wb"}, {"bb"}), "pads", {1, 1, 1, 1});
+    SetInt(b.Node("Concat", {"a", "bb"}, {"cat"}), "axis", 1);
+    ir::Node& mp = b.Node("MaxPool", {"cat"}, {"p"});
+    SetInts(mp, "kernel_shape", {3, 3});
+    SetInts(mp, "strides", {2, 2});
+    SetInt(mp, "ceil_mode", 1);
+    b.Node("GlobalAveragePool", {"p"}, {"g"});
+    b.Output("g");
+    auto report = ExpectMatchesReference(b);
+    for (const auto& r : report)
+      if (r.op_type == "Concat" || r.op_type == "GlobalAveragePool") {
+        EXPECT_EQ(r.provider, "cpu") << r.op_type;
+      }
+  }
+}
+
 }  // namespace
 }  // namespace ferry

@@ -1,6 +1,6 @@
 // cpu kernels: 2-D MaxPool / AveragePool (float32) on oneDNN, GlobalAveragePool (own loops).
 // MaxPool/AveragePool take any Layout and keep it when every reader accepts it.
-// GlobalAveragePool takes plain or channels-last (its [N,C,1,1] output is plain either way).
+// GlobalAveragePool takes any Layout (its [N,C,1,1] output is plain either way).
 #include <algorithm>
 #include <cstring>
 
@@ -113,11 +113,6 @@ Status PrepareGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
     slot.declined = true;
     return Status::Ok();
   }
-  const Layout in = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
-  if (in != Layout::kPlain && in != Layout::kNhwc) {
-    slot.declined = true;  // blocked: the runtime converts (the tensor is small by now)
-    return Status::Ok();
-  }
   const Tensor& x = ctx.input(0);
   ctx.set_output(0, DType::kFloat, {x.dim(0), x.dim(1), 1, 1});
   if (!slot.state) slot.state = std::make_unique<GapState>();
@@ -133,7 +128,24 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
   const float* s = x.data<float>();
   float* d = ctx.output(0).data<float>();
   const float inv = hw > 0 ? 1.f / static_cast<float>(hw) : 0.f;
-  if (static_cast<GapState*>(slot.state.get())->in_layout == Layout::kNhwc) {
+  const Layout in = static_cast<GapState*>(slot.state.get())->in_layout;
+  if (in == Layout::kBlocked8 || in == Layout::kBlocked16) {
+    // [N,C/b,H,W,b]: each block of b channels sums b-wide vectors over the pixels.
+    const int64_t blk = in == Layout::kBlocked8 ? 8 : 16;
+    ParallelRange(n * (c / blk), 4, [&](int64_t b, int64_t e) {
+      float acc[16];
+      for (int64_t i = b; i < e; ++i) {
+        const float* sp = s + i * hw * blk;
+        std::fill(acc, acc + blk, 0.f);
+        for (int64_t p = 0; p < hw; ++p)
+          for (int64_t j = 0; j < blk; ++j) acc[j] += sp[p * blk + j];
+        float* di = d + (i / (c / blk)) * c + (i % (c / blk)) * blk;
+        for (int64_t j = 0; j < blk; ++j) di[j] = acc[j] * inv;
+      }
+    });
+    return;
+  }
+  if (in == Layout::kNhwc) {
     for (int64_t b = 0; b < n; ++b) {
       float* db = d + b * c;
       std::memset(db, 0, static_cast<size_t>(c) * sizeof(float));

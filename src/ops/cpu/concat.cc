@@ -1,0 +1,125 @@
+// cpu kernel: Concat of any non-string dtype, layout-preserving. Every case is a copy of
+// `outer` rows, each row the inputs' chunks side by side:
+//  * plain: outer = product of the dims before the axis, chunk = the input's dims from the axis;
+//  * channel-blocked [N,C/b,H,W,b] along C: outer = N, chunk = C_i*H*W (whole blocks, since
+//    each input's C is a multiple of b);
+//  * channels-last [N,H,W,C] along C: outer = N*H*W, chunk = C_i.
+// So a CNN's concatenated branches (SqueezeNet's Fire, DenseNet, Inception) stay in the
+// convolution library's layout instead of being converted to plain and back.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+struct ConcatState : KernelState {
+  StateKey key;
+  Shape out_shape;
+  DType dtype = DType::kUndefined;
+  Layout layout = Layout::kPlain;
+  int64_t outer = 0;
+  std::vector<size_t> chunk;  // bytes each input contributes to one row
+  size_t row = 0;             // bytes of one output row
+};
+
+Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
+  const size_t n = ctx.num_inputs();
+  if (n == 0 || !ctx.input_is_tensor(0)) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  const DType dt = ctx.input(0).dtype();
+  const Layout layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  for (size_t i = 0; i < n; ++i) {
+    const Layout li = slot.in_layouts.size() > i ? slot.in_layouts[i] : Layout::kPlain;
+    if (!ctx.input_is_tensor(i) || ctx.input(i).dtype() != dt || li != layout) {
+      slot.declined = true;  // mixed dtypes/layouts: the reference kernel reports or converts
+      return Status::Ok();
+    }
+  }
+  if (dt == DType::kString || dt == DType::kUndefined) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<ConcatState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key) || st->dtype != dt) {
+    FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, n));
+    auto fresh = std::make_unique<ConcatState>();
+    fresh->key = key;
+    fresh->out_shape = decl[0].shape;
+    fresh->dtype = dt;
+    const Shape& y = fresh->out_shape;
+    const int64_t rank = static_cast<int64_t>(y.size());
+    int64_t axis = ctx.attr_int("axis", 1);
+    if (axis < 0) axis += rank;
+    const size_t es = DTypeSize(dt);
+    if (layout != Layout::kPlain) {
+      // Non-plain layouts are rank-4 float; only the channel axis keeps its blocks contiguous.
+      const bool ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
+      if (axis != 1 || rank != 4 || !ok) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+      const int64_t hw = y[2] * y[3];
+      fresh->outer = layout == Layout::kNhwc ? y[0] * hw : y[0];
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t c = ctx.input(i).dim(1);
+        fresh->chunk.push_back(static_cast<size_t>(layout == Layout::kNhwc ? c : c * hw) * es);
+      }
+    } else {
+      fresh->outer = 1;
+      for (int64_t d = 0; d < axis; ++d) fresh->outer *= y[static_cast<size_t>(d)];
+      for (size_t i = 0; i < n; ++i) {
+        const Tensor& x = ctx.input(i);
+        int64_t inner = 1;
+        for (int64_t d = axis; d < x.rank(); ++d) inner *= x.dim(d);
+        fresh->chunk.push_back(static_cast<size_t>(inner) * es);
+      }
+    }
+    fresh->layout = layout;
+    for (size_t c : fresh->chunk) fresh->row += c;
+    slot.state = std::move(fresh);
+    st = static_cast<ConcatState*>(slot.state.get());
+  }
+  ctx.set_output(0, st->dtype, st->out_shape);
+  slot.out_layouts.assign(1, st->layout);
+  return Status::Ok();
+}
+
+void RunConcat(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const ConcatState*>(slot.state.get());
+  if (st->row == 0 || st->outer == 0) return;
+  auto* dst = static_cast<std::byte*>(ctx.output(0).raw());
+  std::vector<const std::byte*> src(st->chunk.size());
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<const std::byte*>(ctx.input(i).raw());
+  // Rows of a few KiB or more are worth splitting across threads.
+  const int64_t min_rows = std::max<int64_t>(1, static_cast<int64_t>(65536 / st->row));
+  ParallelRange(st->outer, min_rows, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      std::byte* d = dst + static_cast<size_t>(o) * st->row;
+      for (size_t i = 0; i < src.size(); ++i) {
+        const size_t c = st->chunk[i];
+        if (c) std::memcpy(d, src[i] + static_cast<size_t>(o) * c, c);
+        d += c;
+      }
+    }
+  });
+}
+
+constexpr KernelDef kKernels[] = {
+    {"", "Concat", 1, 1000, nullptr, 0xFFFFFFFFu, 0, PrepareConcat, RunConcat},
+};
+
+}  // namespace
+
+std::span<const KernelDef> ConcatKernels() {
+  return kKernels;
+}
+
+}  // namespace ferry::ops::cpu
