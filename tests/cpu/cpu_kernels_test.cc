@@ -382,5 +382,73 @@ TEST(CpuConcat, MatchesReferenceInEveryLayout) {
   }
 }
 
+// BatchNormalization: plain tensors of several ranks, and DenseNet's pre-activation
+// (Concat -> BN -> Relu -> Conv) and a residual BN -> Add -> Relu in the convolution layout.
+TEST(CpuBatchNorm, MatchesReferenceInEveryLayoutWithFusion) {
+  uint32_t seed = 400;
+  auto add_stats = [&](GraphBuilder& b, const std::string& p, int64_t c) {
+    b.Const(p + "s", Rand({c}, seed++, 0.5f, 1.5f));
+    b.Const(p + "b", Rand({c}, seed++));
+    b.Const(p + "m", Rand({c}, seed++));
+    b.Const(p + "v", Rand({c}, seed++, 0.1f, 2.f));
+    return std::vector<std::string>{p + "s", p + "b", p + "m", p + "v"};
+  };
+  for (const Shape& x : std::vector<Shape>{{3, 13}, {2, 5, 7}, {1, 3, 13, 13}, {2, 4, 3, 2, 5}}) {
+    SCOPED_TRACE(ShapeToString(x));
+    GraphBuilder b;
+    b.Input("x", Rand(x, seed++));
+    auto st = add_stats(b, "bn", x[1]);
+    b.Node("BatchNormalization", {"x", st[0], st[1], st[2], st[3]}, {"y"});
+    b.Output("y");
+    auto report = ExpectMatchesReference(b);
+    ASSERT_FALSE(report.empty());
+    EXPECT_EQ(report[0].provider, "cpu");
+  }
+  for (int64_t ch : {8, 13}) {
+    SCOPED_TRACE("channels " + std::to_string(ch));
+    GraphBuilder b;
+    b.Input("x", Rand({2, ch, 9, 9}, seed++));
+    b.Const("w1", Rand({ch, ch, 3, 3}, seed++, -0.3f, 0.3f));
+    SetInts(b.Node("Conv", {"x", "w1"}, {"c1"}), "pads", {1, 1, 1, 1});
+    SetInt(b.Node("Concat", {"x", "c1"}, {"cat"}), "axis", 1);
+    auto s1 = add_stats(b, "bn1", 2 * ch);
+    b.Node("BatchNormalization", {"cat", s1[0], s1[1], s1[2], s1[3]}, {"n1"});
+    b.Node("Relu", {"n1"}, {"r1"});
+    b.Const("w2", Rand({ch, 2 * ch, 1, 1}, seed++, -0.3f, 0.3f));
+    b.Node("Conv", {"r1", "w2"}, {"c2"});
+    auto s2 = add_stats(b, "bn2", ch);
+    b.Node("BatchNormalization", {"c2", s2[0], s2[1], s2[2], s2[3]}, {"n2"});
+    b.Node("Add", {"n2", "c1"}, {"sum"});
+    b.Node("Relu", {"sum"}, {"y"});
+    b.Output("y");
+    auto report = ExpectMatchesReference(b);
+    int fused = 0;
+    for (const auto& r : report) {
+      if (r.op_type == "BatchNormalization") {
+        EXPECT_EQ(r.provider, "cpu");
+      }
+      if (r.op_type == "Concat" && ch == 8) {  // plain x converted, blocked c1 as it is
+        EXPECT_EQ(r.provider, "cpu");
+      }
+      fused += r.provider == "fused";
+    }
+    EXPECT_EQ(fused, 3);  // the first Relu, the Add and the last Relu
+  }
+}
+
+// A cpu elementwise node whose input arrives channel-blocked but whose output is a graph output
+// must not hand the blocked bytes out as the result (it declines; the runtime converts).
+TEST(CpuElementwise, BlockedInputFeedingAGraphOutput) {
+  GraphBuilder b;
+  b.Input("x", Rand({1, 8, 9, 9}, 500));
+  b.Const("w", Rand({16, 8, 3, 3}, 501, -0.3f, 0.3f));
+  SetInts(b.Node("Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  SetInts(b.Node("MaxPool", {"c"}, {"p"}), "kernel_shape", {2, 2});
+  b.Node("Relu", {"p"}, {"y"});
+  b.Node("Add", {"p", "p"}, {"z"});
+  b.Output("y").Output("z");
+  ExpectMatchesReference(b);
+}
+
 }  // namespace
 }  // namespace ferry

@@ -5,7 +5,8 @@
 //    each input's C is a multiple of b);
 //  * channels-last [N,H,W,C] along C: outer = N*H*W, chunk = C_i.
 // So a CNN's concatenated branches (SqueezeNet's Fire, DenseNet, Inception) stay in the
-// convolution library's layout instead of being converted to plain and back.
+// convolution library's layout instead of being converted to plain and back. A plain input
+// among non-plain ones (a branch computed by a reference kernel) is converted first.
 #include <algorithm>
 #include <cstring>
 
@@ -23,6 +24,7 @@ struct ConcatState : KernelState {
   Layout layout = Layout::kPlain;
   int64_t outer = 0;
   std::vector<size_t> chunk;  // bytes each input contributes to one row
+  std::vector<bool> convert;  // plain input converted to `layout` first (in scratch)
   size_t row = 0;             // bytes of one output row
 };
 
@@ -33,17 +35,17 @@ Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   const DType dt = ctx.input(0).dtype();
-  const Layout layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  // The output takes the inputs' non-plain layout (all non-plain inputs must agree); plain
+  // inputs among them (a branch that came from a reference kernel) are converted on the way.
+  Layout layout = Layout::kPlain;
   for (size_t i = 0; i < n; ++i) {
     const Layout li = slot.in_layouts.size() > i ? slot.in_layouts[i] : Layout::kPlain;
-    if (!ctx.input_is_tensor(i) || ctx.input(i).dtype() != dt || li != layout) {
+    if (!ctx.input_is_tensor(i) || ctx.input(i).dtype() != dt ||
+        (li != Layout::kPlain && layout != Layout::kPlain && li != layout)) {
       slot.declined = true;  // mixed dtypes/layouts: the reference kernel reports or converts
       return Status::Ok();
     }
-  }
-  if (dt == DType::kString || dt == DType::kUndefined) {
-    slot.declined = true;
-    return Status::Ok();
+    if (li != Layout::kPlain) layout = li;
   }
   auto* st = static_cast<ConcatState*>(slot.state.get());
   StateKey key = MakeKey(ctx, slot);
@@ -66,9 +68,16 @@ Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
         return Status::Ok();
       }
       const int64_t hw = y[2] * y[3];
+      const int64_t blk = layout == Layout::kBlocked8 ? 8 : layout == Layout::kBlocked16 ? 16 : 1;
       fresh->outer = layout == Layout::kNhwc ? y[0] * hw : y[0];
       for (size_t i = 0; i < n; ++i) {
         const int64_t c = ctx.input(i).dim(1);
+        const Layout li = slot.in_layouts.size() > i ? slot.in_layouts[i] : Layout::kPlain;
+        if (li != layout && c % blk != 0) {  // a plain input that has no blocked form
+          slot.declined = true;
+          return Status::Ok();
+        }
+        fresh->convert.push_back(li != layout);
         fresh->chunk.push_back(static_cast<size_t>(layout == Layout::kNhwc ? c : c * hw) * es);
       }
     } else {
@@ -79,6 +88,7 @@ Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
         int64_t inner = 1;
         for (int64_t d = axis; d < x.rank(); ++d) inner *= x.dim(d);
         fresh->chunk.push_back(static_cast<size_t>(inner) * es);
+        fresh->convert.push_back(false);
       }
     }
     fresh->layout = layout;
@@ -96,8 +106,18 @@ void RunConcat(OpContext& ctx, NodeSlot& slot) {
   if (st->row == 0 || st->outer == 0) return;
   auto* dst = static_cast<std::byte*>(ctx.output(0).raw());
   std::vector<const std::byte*> src(st->chunk.size());
-  for (size_t i = 0; i < src.size(); ++i)
-    src[i] = static_cast<const std::byte*>(ctx.input(i).raw());
+  std::vector<Tensor> converted;
+  converted.reserve(src.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    const Tensor& x = ctx.input(i);
+    if (st->convert[i]) {
+      converted.push_back(Tensor::Uninitialized(x.dtype(), x.shape()));
+      ConvertLayout(x, Layout::kPlain, &converted.back(), st->layout);
+      src[i] = static_cast<const std::byte*>(converted.back().raw());
+    } else {
+      src[i] = static_cast<const std::byte*>(x.raw());
+    }
+  }
   // Rows of a few KiB or more are worth splitting across threads.
   const int64_t min_rows = std::max<int64_t>(1, static_cast<int64_t>(65536 / st->row));
   ParallelRange(st->outer, min_rows, [&](int64_t b, int64_t e) {

@@ -42,7 +42,7 @@ Layout InLayout(const NodeSlot& slot, size_t i) {
 // plain declines (the runtime converts it first).
 bool PickLayout(NodeSlot& slot, Layout in) {
   const bool ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
-  if (in == Layout::kNhwc && !ok) return false;
+  if (in != Layout::kPlain && !ok) return false;
   slot.out_layouts.assign(1, in);
   return true;
 }

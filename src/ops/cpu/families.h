@@ -13,6 +13,7 @@ std::span<const KernelDef> PoolKernels();  // pool.cc: MaxPool, AveragePool, Glo
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
 std::span<const KernelDef> ConcatKernels();       // concat.cc: Concat (any layout)
+std::span<const KernelDef> BatchNormKernels();    // batchnorm.cc: BatchNormalization (inference)
 
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
 // returns what it declares for each output (the reference's state is discarded).
