@@ -277,6 +277,26 @@ TEST(CpuRnn, AllOptionsAndZooShape) {
       }
 }
 
+// Work above the kernel's threshold for threads: the input projection split over rows
+// (forward, reverse) and the two directions on two threads (bidirectional); same numbers as one
+// thread's run within tolerance, and as the reference.
+TEST(CpuRnn, ParallelPathsMatchReference) {
+  uint32_t seed = 3500;
+  for (bool lstm : {false, true})
+    for (const char* dir : {"forward", "bidirectional"}) {
+      RnnCase c;
+      c.lstm = lstm;
+      c.T = 32;
+      c.B = 16;
+      c.I = 193;
+      c.H = 67;
+      c.direction = dir;
+      c.init_h = c.seq_lens = c.lbr = c.peep = true;
+      EXPECT_EQ(ExpectMatches(c, seed, 2), "cpu");
+      EXPECT_EQ(ExpectMatches(c, seed++, 1), "cpu");
+    }
+}
+
 // Non-default activations stay on the reference kernel; so does a non-float node.
 TEST(CpuRnn, NonDefaultActivationsRunTheReference) {
   for (bool lstm : {false, true}) {
