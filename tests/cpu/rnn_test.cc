@@ -11,6 +11,7 @@
 
 #include "graph_builders.h"
 #include "ir/graph.h"
+#include "ops/cpu/families.h"
 #include "runtime/session.h"
 
 namespace ferry {
@@ -295,6 +296,20 @@ TEST(CpuRnn, ParallelPathsMatchReference) {
       EXPECT_EQ(ExpectMatches(c, seed, 2), "cpu");
       EXPECT_EQ(ExpectMatches(c, seed++, 1), "cpu");
     }
+}
+
+// The portable scalar loops (used where the CPU lacks AVX2+FMA) against the reference.
+TEST(CpuRnn, ScalarLoopsMatchReference) {
+  struct Guard {
+    Guard() { ops::cpu::SetRnnScalarOnlyForTesting(true); }
+    ~Guard() { ops::cpu::SetRnnScalarOnlyForTesting(false); }
+  } guard;
+  uint32_t seed = 3800;
+  for (bool lstm : {false, true}) {
+    std::vector<RnnCase> cases = Cases(lstm);
+    for (size_t i = 0; i < cases.size(); i += 3)
+      EXPECT_EQ(ExpectMatches(cases[i], seed++, 1), "cpu");
+  }
 }
 
 // Non-default activations stay on the reference kernel; so does a non-float node.

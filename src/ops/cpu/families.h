@@ -15,6 +15,9 @@ std::span<const KernelDef> MatMulKernels();        // matmul.cc: MatMul, Gemm (o
 std::span<const KernelDef> RnnKernels();           // rnn.cc: GRU, LSTM (own GEMM + gate math)
 std::span<const KernelDef> DataMovementKernels();  // data_movement.cc: Gather, Transpose
 
+// Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
+void SetRnnScalarOnlyForTesting(bool on);
+
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
 // returns what it declares for each output (the reference's state is discarded).
 Result<std::vector<OpContext::Declared>> ReferenceDeclare(const OpContext& ctx,

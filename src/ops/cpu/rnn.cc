@@ -14,6 +14,7 @@
 // projection is split over rows. Every element is computed by the same code whatever the thread
 // count, so results do not depend on it.
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -33,6 +34,8 @@ namespace {
 constexpr int64_t kNr = 16;                          // columns per packed panel
 constexpr int kMaxMr = 6;                            // rows per GEMM micro-tile
 constexpr int64_t kParallelFmas = int64_t{8} << 20;  // below this much work, one thread
+
+std::atomic<bool> g_scalar_only{false};  // SetRnnScalarOnlyForTesting
 
 int64_t Panels(int64_t n) {
   return (n + kNr - 1) / kNr;
@@ -101,7 +104,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const float* a, int64_t lda, i
 
 bool HaveAvx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
+  return yes && !g_scalar_only.load(std::memory_order_relaxed);
 }
 #else
 bool HaveAvx2() {
@@ -649,6 +652,10 @@ constexpr KernelDef kKernels[] = {
 };
 
 }  // namespace
+
+void SetRnnScalarOnlyForTesting(bool on) {
+  g_scalar_only.store(on, std::memory_order_relaxed);
+}
 
 std::span<const KernelDef> RnnKernels() {
   return kKernels;
