@@ -312,6 +312,33 @@ TEST(CpuRnn, ScalarLoopsMatchReference) {
   }
 }
 
+// sequence_lens is checked on every run (the packed state is kept across runs): a value past
+// the sequence on a later run is the reference's error, not an out-of-bounds read.
+TEST(CpuRnn, BadSequenceLengthOnALaterRunIsAnError) {
+  for (bool lstm : {false, true}) {
+    RnnCase c;
+    c.lstm = lstm;
+    c.T = 5;
+    c.B = 3;
+    c.I = 4;
+    c.H = 8;
+    c.seq_lens = true;
+    Built b = Build(c, 5100);
+    auto s = Session::Create(b.model, {.threads = 1});
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Run(b.feeds).ok());
+    for (auto& [name, v] : b.feeds)
+      if (name == "lens") v = Value(Tensor::FromVector<int32_t>({5, 6, 1}, {3}));
+    auto r = (*s)->Run(b.feeds);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("sequence_lens value 6"), std::string::npos)
+        << r.status().message();
+    for (auto& [name, v] : b.feeds)
+      if (name == "lens") v = Value(Tensor::FromVector<int32_t>({5, -1, 1}, {3}));
+    EXPECT_FALSE((*s)->Run(b.feeds).ok());
+  }
+}
+
 // Non-default activations stay on the reference kernel; so does a non-float node.
 TEST(CpuRnn, NonDefaultActivationsRunTheReference) {
   for (bool lstm : {false, true}) {

@@ -495,6 +495,20 @@ Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
     slot.state = std::move(fresh);
     st = static_cast<RnnState*>(slot.state.get());
   }
+  // sequence_lens values change between runs: out-of-range ones go to the reference (its error).
+  if (ctx.has_input(kSeqLens)) {
+    const Tensor& sl = ctx.input(kSeqLens);
+    if (!ctx.input_is_tensor(kSeqLens) ||
+        (sl.dtype() != DType::kInt32 && sl.dtype() != DType::kInt64)) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    for (int64_t v : sl.ToInt64Vector())
+      if (v < 0 || v > st->T) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+  }
   // Pack once for initializers (again if one changes), every run otherwise.
   const size_t idx[4] = {kW, kR, kB, kP};
   bool repack = !st->packed;
