@@ -35,6 +35,10 @@ Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   const DType dt = ctx.input(0).dtype();
+  if (dt == DType::kString || dt == DType::kUndefined) {
+    slot.declined = true;
+    return Status::Ok();
+  }
   // The output takes the inputs' non-plain layout (all non-plain inputs must agree); plain
   // inputs among them (a branch that came from a reference kernel) are converted on the way.
   Layout layout = Layout::kPlain;

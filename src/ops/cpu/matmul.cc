@@ -23,7 +23,44 @@ struct MatMulState : KernelState {
   dnnl::reorder pack_reorder;
   memory packed;
   const void* packed_from = nullptr;
+  bool serial = false;  // too small to split: built and run on one thread
 };
+
+// Below this many multiply-adds a matmul runs on one thread: waking a second one costs more than
+// it saves (and, on a busy machine, a whole scheduler time slice).
+constexpr int64_t kSerialFmas = int64_t{1} << 18;
+
+// Sets the OpenMP thread count to 1 for its lifetime when `on` (oneDNN reads it at primitive
+// creation and execution).
+class SerialScope {
+ public:
+  explicit SerialScope(bool on) {
+#ifdef _OPENMP
+    if (on && omp_get_max_threads() != 1) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+#else
+    (void)on;
+#endif
+  }
+  ~SerialScope() {
+#ifdef _OPENMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+int64_t Fmas(const memory::desc& a, const memory::desc& y) {
+  int64_t n = a.dims().back();  // K
+  for (int64_t d : y.dims()) n *= d;
+  return n;
+}
 
 memory::desc Strided(const memory::dims& d, bool transposed_last2) {
   // Row-major dims d, or (transposed) the last two dims stored swapped.
@@ -101,6 +138,8 @@ void PackB(const OpContext& ctx, NodeSlot& slot, MatMulState* st) {
 // Builds `fresh`'s primitive and makes it the slot's state; declines when oneDNN cannot.
 Status InstallState(NodeSlot& slot, std::unique_ptr<MatMulState> fresh) {
   const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  fresh->serial = Fmas(fresh->a_md, fresh->y_md) < kSerialFmas;
+  SerialScope scope(fresh->serial);
   try {
     FERRY_RETURN_IF_ERROR(Build(slot, fresh.get(), b_const));
   } catch (const dnnl::error&) {
@@ -211,6 +250,7 @@ void RunMatMul(OpContext& ctx, NodeSlot& slot) {
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}};
   if (st->has_c) args[DNNL_ARG_BIAS] = memory(st->c_md, eng, const_cast<void*>(ctx.input(2).raw()));
+  SerialScope scope(st->serial);
   st->prim.execute(p.stream(), args);
   p.stream().wait();
 }

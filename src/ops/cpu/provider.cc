@@ -45,8 +45,9 @@ namespace {
 
 std::vector<const KernelDef*> BuildTable() {
   std::vector<const KernelDef*> all;
-  const std::span<const KernelDef> families[] = {ConvKernels(), PoolKernels(), ElementwiseKernels(),
-                                                 MatMulKernels(), ConcatKernels(), BatchNormKernels()};
+  const std::span<const KernelDef> families[] = {
+      ConvKernels(), PoolKernels(),         ElementwiseKernels(), MatMulKernels(),
+      RnnKernels(),  DataMovementKernels(), ConcatKernels(),      BatchNormKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;

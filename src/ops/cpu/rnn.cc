@@ -1,0 +1,678 @@
+// cpu kernels: GRU and LSTM (float32, default activations).
+//
+// Weights are packed at prepare time (once for initializers, every run otherwise): W^T and R^T as
+// column panels of 16 (zero-padded), biases folded where the spec allows (W-bias + R-bias for
+// every gate except GRU's candidate gate with linear_before_reset, whose R-bias rides with the
+// recurrent GEMM). A run does, per direction, one GEMM for the input projection of all time
+// steps (X·W^T + bias, rows in X's own order, so layout 0 and 1 need no transpose), then per
+// step a small GEMM h·R^T and the fused gate math (sigmoid/tanh vectorised with AVX2+FMA when
+// the CPU has them, scalar otherwise). Handles forward/reverse/bidirectional, sequence_lens,
+// layout 0/1, initial_h/initial_c, optional outputs, clip, GRU linear_before_reset 0/1 and LSTM
+// peepholes and input_forget. Non-default activations are left to the reference kernel.
+//
+// Threads: a bidirectional node runs its two directions on two threads; otherwise the input
+// projection is split over rows. Every element is computed by the same code whatever the thread
+// count, so results do not depend on it.
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FERRY_RNN_X86 1
+#endif
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+constexpr int64_t kNr = 16;                          // columns per packed panel
+constexpr int kMaxMr = 6;                            // rows per GEMM micro-tile
+constexpr int64_t kParallelFmas = int64_t{8} << 20;  // below this much work, one thread
+
+std::atomic<bool> g_scalar_only{false};  // SetRnnScalarOnlyForTesting
+
+int64_t Panels(int64_t n) {
+  return (n + kNr - 1) / kNr;
+}
+
+// Packs the row-major [n, k] matrix m as m^T [k, n] in column panels of kNr: element (kk, col)
+// of panel p lies at out[(p * k + kk) * kNr + col - p * kNr], columns past n are 0.
+void PackTransposed(const float* m, int64_t n, int64_t k, float* out) {
+  for (int64_t p = 0; p < Panels(n); ++p)
+    for (int64_t kk = 0; kk < k; ++kk) {
+      float* o = out + (p * k + kk) * kNr;
+      for (int64_t c = 0; c < kNr; ++c) {
+        const int64_t row = p * kNr + c;
+        o[c] = row < n ? m[row * k + kk] : 0.f;
+      }
+    }
+}
+
+// ---- GEMM: C[m, panels*16] = A[m, k] (row stride lda) x packed B (+ bias[panels*16]) ----
+
+template <int MR>
+void TileScalar(const float* a, int64_t lda, int64_t k, const float* bp, float* c, int64_t ldc,
+                const float* bias) {
+  float acc[MR][kNr];
+  for (int r = 0; r < MR; ++r)
+    for (int64_t j = 0; j < kNr; ++j) acc[r][j] = bias ? bias[j] : 0.f;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* b = bp + kk * kNr;
+    for (int r = 0; r < MR; ++r) {
+      const float av = a[r * lda + kk];
+      for (int64_t j = 0; j < kNr; ++j) acc[r][j] = std::fma(av, b[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) std::memcpy(c + r * ldc, acc[r], sizeof(acc[r]));
+}
+
+#ifdef FERRY_RNN_X86
+template <int MR>
+__attribute__((target("avx2,fma"))) void TileAvx2(const float* a, int64_t lda, int64_t k,
+                                                  const float* bp, float* c, int64_t ldc,
+                                                  const float* bias) {
+  __m256 lo[MR], hi[MR];
+  const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+  const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    lo[r] = b0;
+    hi[r] = b1;
+  }
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const __m256 w0 = _mm256_loadu_ps(bp + kk * kNr);
+    const __m256 w1 = _mm256_loadu_ps(bp + kk * kNr + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * lda + kk);
+      lo[r] = _mm256_fmadd_ps(av, w0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(av, w1, hi[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_ps(c + r * ldc, lo[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, hi[r]);
+  }
+}
+
+bool HaveAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes && !g_scalar_only.load(std::memory_order_relaxed);
+}
+#else
+bool HaveAvx2() {
+  return false;
+}
+#endif
+
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t,
+                        const float*);
+
+TileFn PickTile(int mr) {
+#ifdef FERRY_RNN_X86
+  if (HaveAvx2()) {
+    static constexpr TileFn kAvx[] = {TileAvx2<1>, TileAvx2<2>, TileAvx2<3>,
+                                      TileAvx2<4>, TileAvx2<5>, TileAvx2<6>};
+    return kAvx[mr - 1];
+  }
+#endif
+  static constexpr TileFn kScalar[] = {TileScalar<1>, TileScalar<2>, TileScalar<3>,
+                                       TileScalar<4>, TileScalar<5>, TileScalar<6>};
+  return kScalar[mr - 1];
+}
+
+// Rows are split into near-equal tiles of at most kMaxMr (8 rows: 4 + 4). A row's result does
+// not depend on its tile, so any split of the rows between threads gives the same numbers.
+void GemmPacked(const float* a, int64_t lda, int64_t m, int64_t k, const float* bp, int64_t panels,
+                float* c, int64_t ldc, const float* bias) {
+  for (int64_t p = 0; p < panels; ++p) {
+    const float* b = bp + p * k * kNr;
+    const float* bi = bias ? bias + p * kNr : nullptr;
+    int64_t r0 = 0;
+    while (r0 < m) {
+      const int64_t left = m - r0, tiles = (left + kMaxMr - 1) / kMaxMr;
+      const int mr = static_cast<int>((left + tiles - 1) / tiles);
+      PickTile(mr)(a + r0 * lda, lda, k, b, c + r0 * ldc + p * kNr, ldc, bi);
+      r0 += mr;
+    }
+  }
+}
+
+// ---- gate math ----
+
+float Sigmoid(float x) {
+  return 1.f / (1.f + std::exp(-x));
+}
+
+struct GateArgs {
+  int64_t h = 0;
+  bool has_clip = false;
+  float clip = 0;
+  float Clip(float v) const { return has_clip ? std::min(std::max(v, -clip), clip) : v; }
+};
+
+#ifdef FERRY_RNN_X86
+// exp(x) to ~1 ulp-ish (degree-6 polynomial on |r| <= ln2/2), inputs clamped to [-87, 88].
+__attribute__((target("avx2,fma"))) inline __m256 Exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.f)), _mm256_set1_ps(88.f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+__attribute__((target("avx2,fma"))) inline __m256 Sigmoid8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, Exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+// tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|).
+__attribute__((target("avx2,fma"))) inline __m256 Tanh8(__m256 x) {
+  const __m256 sign = _mm256_set1_ps(-0.f), one = _mm256_set1_ps(1.f);
+  const __m256 ax = _mm256_andnot_ps(sign, x);
+  const __m256 e = Exp8(_mm256_mul_ps(ax, _mm256_set1_ps(-2.f)));
+  const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  return _mm256_or_ps(t, _mm256_and_ps(x, sign));
+}
+__attribute__((target("avx2,fma"))) inline __m256 Clip8(__m256 v, const GateArgs& g) {
+  if (!g.has_clip) return v;
+  return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-g.clip)), _mm256_set1_ps(g.clip));
+}
+#endif
+
+// GRU, linear_before_reset = 1: hr holds h·R^T with R-bias in the candidate gate.
+// Gates z, r, n at columns 0, H, 2H of xw and hr. Updates h in place.
+void GruLbrScalar(const float* xw, const float* hr, float* h, const GateArgs& g, int64_t j0) {
+  const int64_t H = g.h;
+  for (int64_t j = j0; j < H; ++j) {
+    const float z = Sigmoid(g.Clip(xw[j] + hr[j]));
+    const float r = Sigmoid(g.Clip(xw[H + j] + hr[H + j]));
+    const float n = std::tanh(g.Clip(xw[2 * H + j] + r * hr[2 * H + j]));
+    h[j] = std::fma(z, h[j] - n, n);
+  }
+}
+// GRU, linear_before_reset = 0, before the candidate GEMM: z (kept), r ⊙ h.
+void GruZrScalar(const float* xw, const float* hr, const float* h, float* z, float* rh,
+                 const GateArgs& g, int64_t j0) {
+  const int64_t H = g.h;
+  for (int64_t j = j0; j < H; ++j) {
+    z[j] = Sigmoid(g.Clip(xw[j] + hr[j]));
+    rh[j] = Sigmoid(g.Clip(xw[H + j] + hr[H + j])) * h[j];
+  }
+}
+// ... after it: hn = (r ⊙ h)·Rh^T.
+void GruNScalar(const float* xw, const float* hn, const float* z, float* h, const GateArgs& g,
+                int64_t j0) {
+  const int64_t H = g.h;
+  for (int64_t j = j0; j < H; ++j) {
+    const float n = std::tanh(g.Clip(xw[2 * H + j] + hn[j]));
+    h[j] = std::fma(z[j], h[j] - n, n);
+  }
+}
+// LSTM: gates i, o, f, c at columns 0, H, 2H, 3H; peepholes p (i, o, f). Updates h and c.
+void LstmScalar(const float* xw, const float* hr, const float* p, bool input_forget, float* h,
+                float* c, const GateArgs& g, int64_t j0) {
+  const int64_t H = g.h;
+  for (int64_t j = j0; j < H; ++j) {
+    const float i = Sigmoid(g.Clip(xw[j] + hr[j] + p[j] * c[j]));
+    const float f = input_forget
+                        ? 1.f - i
+                        : Sigmoid(g.Clip(xw[2 * H + j] + hr[2 * H + j] + p[2 * H + j] * c[j]));
+    const float cand = std::tanh(g.Clip(xw[3 * H + j] + hr[3 * H + j]));
+    const float cn = f * c[j] + i * cand;
+    c[j] = cn;
+    const float o = Sigmoid(g.Clip(xw[H + j] + hr[H + j] + p[H + j] * cn));
+    h[j] = o * std::tanh(cn);
+  }
+}
+
+#ifdef FERRY_RNN_X86
+__attribute__((target("avx2,fma"))) void GruLbrAvx2(const float* xw, const float* hr, float* h,
+                                                    const GateArgs& g) {
+  const int64_t H = g.h;
+  int64_t j = 0;
+  for (; j + 8 <= H; j += 8) {
+    const __m256 z =
+        Sigmoid8(Clip8(_mm256_add_ps(_mm256_loadu_ps(xw + j), _mm256_loadu_ps(hr + j)), g));
+    const __m256 r =
+        Sigmoid8(Clip8(_mm256_add_ps(_mm256_loadu_ps(xw + H + j), _mm256_loadu_ps(hr + H + j)), g));
+    const __m256 n = Tanh8(Clip8(
+        _mm256_fmadd_ps(r, _mm256_loadu_ps(hr + 2 * H + j), _mm256_loadu_ps(xw + 2 * H + j)), g));
+    const __m256 hv = _mm256_loadu_ps(h + j);
+    _mm256_storeu_ps(h + j, _mm256_fmadd_ps(z, _mm256_sub_ps(hv, n), n));
+  }
+  GruLbrScalar(xw, hr, h, g, j);
+}
+__attribute__((target("avx2,fma"))) void GruZrAvx2(const float* xw, const float* hr, const float* h,
+                                                   float* z, float* rh, const GateArgs& g) {
+  const int64_t H = g.h;
+  int64_t j = 0;
+  for (; j + 8 <= H; j += 8) {
+    _mm256_storeu_ps(
+        z + j, Sigmoid8(Clip8(_mm256_add_ps(_mm256_loadu_ps(xw + j), _mm256_loadu_ps(hr + j)), g)));
+    const __m256 r =
+        Sigmoid8(Clip8(_mm256_add_ps(_mm256_loadu_ps(xw + H + j), _mm256_loadu_ps(hr + H + j)), g));
+    _mm256_storeu_ps(rh + j, _mm256_mul_ps(r, _mm256_loadu_ps(h + j)));
+  }
+  GruZrScalar(xw, hr, h, z, rh, g, j);
+}
+__attribute__((target("avx2,fma"))) void GruNAvx2(const float* xw, const float* hn, const float* z,
+                                                  float* h, const GateArgs& g) {
+  const int64_t H = g.h;
+  int64_t j = 0;
+  for (; j + 8 <= H; j += 8) {
+    const __m256 n =
+        Tanh8(Clip8(_mm256_add_ps(_mm256_loadu_ps(xw + 2 * H + j), _mm256_loadu_ps(hn + j)), g));
+    const __m256 hv = _mm256_loadu_ps(h + j);
+    _mm256_storeu_ps(h + j, _mm256_fmadd_ps(_mm256_loadu_ps(z + j), _mm256_sub_ps(hv, n), n));
+  }
+  GruNScalar(xw, hn, z, h, g, j);
+}
+__attribute__((target("avx2,fma"))) inline __m256 Pre8(const float* xw, const float* hr,
+                                                       int64_t off) {
+  return _mm256_add_ps(_mm256_loadu_ps(xw + off), _mm256_loadu_ps(hr + off));
+}
+__attribute__((target("avx2,fma"))) void LstmAvx2(const float* xw, const float* hr, const float* p,
+                                                  bool input_forget, float* h, float* c,
+                                                  const GateArgs& g) {
+  const int64_t H = g.h;
+  const __m256 one = _mm256_set1_ps(1.f);
+  int64_t j = 0;
+  for (; j + 8 <= H; j += 8) {
+    const __m256 cv = _mm256_loadu_ps(c + j);
+    const __m256 i =
+        Sigmoid8(Clip8(_mm256_fmadd_ps(_mm256_loadu_ps(p + j), cv, Pre8(xw, hr, 0 * H + j)), g));
+    const __m256 f =
+        input_forget
+            ? _mm256_sub_ps(one, i)
+            : Sigmoid8(Clip8(
+                  _mm256_fmadd_ps(_mm256_loadu_ps(p + 2 * H + j), cv, Pre8(xw, hr, 2 * H + j)), g));
+    const __m256 cand = Tanh8(Clip8(Pre8(xw, hr, 3 * H + j), g));
+    const __m256 cn = _mm256_fmadd_ps(f, cv, _mm256_mul_ps(i, cand));
+    _mm256_storeu_ps(c + j, cn);
+    const __m256 o = Sigmoid8(
+        Clip8(_mm256_fmadd_ps(_mm256_loadu_ps(p + H + j), cn, Pre8(xw, hr, 1 * H + j)), g));
+    _mm256_storeu_ps(h + j, _mm256_mul_ps(o, Tanh8(cn)));
+  }
+  LstmScalar(xw, hr, p, input_forget, h, c, g, j);
+}
+#endif
+
+void GruLbr(const float* xw, const float* hr, float* h, const GateArgs& g) {
+#ifdef FERRY_RNN_X86
+  if (HaveAvx2()) return GruLbrAvx2(xw, hr, h, g);
+#endif
+  GruLbrScalar(xw, hr, h, g, 0);
+}
+void GruZr(const float* xw, const float* hr, const float* h, float* z, float* rh,
+           const GateArgs& g) {
+#ifdef FERRY_RNN_X86
+  if (HaveAvx2()) return GruZrAvx2(xw, hr, h, z, rh, g);
+#endif
+  GruZrScalar(xw, hr, h, z, rh, g, 0);
+}
+void GruN(const float* xw, const float* hn, const float* z, float* h, const GateArgs& g) {
+#ifdef FERRY_RNN_X86
+  if (HaveAvx2()) return GruNAvx2(xw, hn, z, h, g);
+#endif
+  GruNScalar(xw, hn, z, h, g, 0);
+}
+void Lstm(const float* xw, const float* hr, const float* p, bool input_forget, float* h, float* c,
+          const GateArgs& g) {
+#ifdef FERRY_RNN_X86
+  if (HaveAvx2()) return LstmAvx2(xw, hr, p, input_forget, h, c, g);
+#endif
+  LstmScalar(xw, hr, p, input_forget, h, c, g, 0);
+}
+
+// ---- the kernel ----
+
+constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSeqLens = 4, kInitH = 5, kInitC = 6, kP = 7;
+
+struct DirScratch {
+  std::vector<float> xw, hr, hn, h, c, z, rh;
+};
+
+struct RnnState : KernelState {
+  StateKey key;
+  std::vector<OpContext::Declared> decl;
+  bool lstm = false;
+  int64_t T = 0, B = 0, I = 0, H = 0, nd = 1, G = 3;
+  bool layout1 = false, reverse_only = false, lbr = false, input_forget = false;
+  GateArgs gate;
+  // Packed per direction: the projection W^T (ldx columns), the recurrence R^T (ldr columns;
+  // GRU without linear_before_reset: z and r only, the candidate's Rh^T in rhpack, ldh columns).
+  int64_t ldx = 0, ldr = 0, ldh = 0;
+  std::vector<float> wpack, rpack, rhpack, bias_x, bias_r, peep;
+  const void* packed_from[4] = {nullptr, nullptr, nullptr, nullptr};  // W, R, B, P
+  bool packed = false;
+  std::vector<DirScratch> scratch;
+};
+
+bool AcceptsActivations(const ir::Node& node, bool lstm) {
+  static const char* const kGru[] = {"sigmoid", "tanh"};
+  static const char* const kLstm[] = {"sigmoid", "tanh", "tanh"};
+  const size_t per = lstm ? 3 : 2;
+  std::vector<std::string> names = node.attr_strings("activations");
+  if (names.size() % per != 0) return false;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string lower;
+    for (char ch : names[i])
+      lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+    if (lower != (lstm ? kLstm[i % per] : kGru[i % per])) return false;
+  }
+  return true;
+}
+bool AcceptsGru(const ir::Node& node) {
+  return AcceptsActivations(node, false);
+}
+bool AcceptsLstm(const ir::Node& node) {
+  return AcceptsActivations(node, true);
+}
+
+// Packs W, R, biases and peepholes for every direction (inputs validated by the reference).
+void Pack(const OpContext& ctx, RnnState* st) {
+  const int64_t H = st->H, I = st->I, G = st->G, GH = G * H;
+  const float* w = ctx.input(kW).data<float>();
+  const float* r = ctx.input(kR).data<float>();
+  const float* b = ctx.has_input(kB) ? ctx.input(kB).data<float>() : nullptr;
+  const bool gru_split = !st->lstm && !st->lbr;
+  for (int64_t d = 0; d < st->nd; ++d) {
+    PackTransposed(w + d * GH * I, GH, I, st->wpack.data() + d * st->ldx * I);
+    const float* rd = r + d * GH * H;
+    if (gru_split) {
+      PackTransposed(rd, 2 * H, H, st->rpack.data() + d * st->ldr * H);
+      PackTransposed(rd + 2 * H * H, H, H, st->rhpack.data() + d * st->ldh * H);
+    } else {
+      PackTransposed(rd, GH, H, st->rpack.data() + d * st->ldr * H);
+    }
+    float* bx = st->bias_x.data() + d * st->ldx;
+    float* br = st->bias_r.data() + d * st->ldr;
+    std::fill(bx, bx + st->ldx, 0.f);
+    std::fill(br, br + st->ldr, 0.f);
+    if (b) {
+      const float* wb = b + d * 2 * GH;
+      const float* rb = wb + GH;
+      for (int64_t k = 0; k < GH; ++k) {
+        const bool rb_inside = !st->lstm && st->lbr && k >= 2 * H;  // r ⊙ (h·Rh^T + Rb_h)
+        bx[k] = rb_inside ? wb[k] : wb[k] + rb[k];
+        if (rb_inside) br[k] = rb[k];
+      }
+    }
+    if (st->lstm) {
+      float* pd = st->peep.data() + d * 3 * H;
+      if (ctx.has_input(kP))
+        std::memcpy(pd, ctx.input(kP).data<float>() + d * 3 * H,
+                    static_cast<size_t>(3 * H) * sizeof(float));
+      else
+        std::fill(pd, pd + 3 * H, 0.f);
+    }
+  }
+}
+
+Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
+  const size_t n_in = lstm ? 8 : 6;
+  for (size_t i = 0; i < ctx.num_inputs() && i < n_in; ++i) {
+    if (!ctx.has_input(i) || i == kSeqLens) continue;
+    if (!ctx.input_is_tensor(i) || ctx.input(i).dtype() != DType::kFloat) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+  }
+  if (!ctx.input_is_tensor(kX) || ctx.num_inputs() < 3) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<RnnState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, n_in));
+    auto fresh = std::make_unique<RnnState>();
+    RnnState& s = *fresh;
+    s.key = std::move(key);
+    s.decl = std::move(decl);
+    s.lstm = lstm;
+    s.G = lstm ? 4 : 3;
+    const Tensor& x = ctx.input(kX);
+    s.layout1 = ctx.opset() >= 14 && ctx.attr_int("layout", 0) != 0;
+    s.T = s.layout1 ? x.dim(1) : x.dim(0);
+    s.B = s.layout1 ? x.dim(0) : x.dim(1);
+    s.I = x.dim(2);
+    s.H = ctx.input(kR).dim(2);
+    const std::string dir = ctx.attr_string("direction", "forward");
+    s.nd = dir == "bidirectional" ? 2 : 1;
+    s.reverse_only = dir == "reverse";
+    s.lbr = !lstm && ctx.attr_int("linear_before_reset", 0) != 0;
+    s.input_forget = lstm && ctx.attr_int("input_forget", 0) != 0;
+    s.gate.h = s.H;
+    if (ctx.has_attr("clip")) {
+      s.gate.has_clip = true;
+      s.gate.clip = ctx.attr_float("clip", 0.f);
+    }
+    if (s.T == 0 || s.B == 0 || s.I == 0) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    const int64_t GH = s.G * s.H;
+    const bool gru_split = !lstm && !s.lbr;
+    s.ldx = Panels(GH) * kNr;
+    s.ldr = Panels(gru_split ? 2 * s.H : GH) * kNr;
+    s.ldh = gru_split ? Panels(s.H) * kNr : 0;
+    s.wpack.resize(static_cast<size_t>(s.nd * s.ldx * s.I));
+    s.rpack.resize(static_cast<size_t>(s.nd * s.ldr * s.H));
+    s.rhpack.resize(static_cast<size_t>(s.nd * s.ldh * s.H));
+    s.bias_x.resize(static_cast<size_t>(s.nd * s.ldx));
+    s.bias_r.resize(static_cast<size_t>(s.nd * s.ldr));
+    if (lstm) s.peep.resize(static_cast<size_t>(s.nd * 3 * s.H));
+    s.scratch.resize(static_cast<size_t>(s.nd));
+    for (DirScratch& d : s.scratch) {
+      auto n = [](int64_t v) { return static_cast<size_t>(v); };
+      d.xw.resize(n(s.T * s.B * s.ldx));
+      d.hr.resize(n(s.B * s.ldr));
+      d.h.resize(n(s.B * s.H));
+      if (lstm) d.c.resize(n(s.B * s.H));
+      if (gru_split) {
+        d.hn.resize(n(s.B * s.ldh));
+        d.z.resize(n(s.B * s.H));
+        d.rh.assign(n(s.B * s.H), 0.f);
+      }
+    }
+    slot.state = std::move(fresh);
+    st = static_cast<RnnState*>(slot.state.get());
+  }
+  // sequence_lens values change between runs: out-of-range ones go to the reference (its error).
+  if (ctx.has_input(kSeqLens)) {
+    const Tensor& sl = ctx.input(kSeqLens);
+    if (!ctx.input_is_tensor(kSeqLens) ||
+        (sl.dtype() != DType::kInt32 && sl.dtype() != DType::kInt64)) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    for (int64_t v : sl.ToInt64Vector())
+      if (v < 0 || v > st->T) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+  }
+  // Pack once for initializers (again if one changes), every run otherwise.
+  const size_t idx[4] = {kW, kR, kB, kP};
+  bool repack = !st->packed;
+  for (int k = 0; k < 4; ++k) {
+    const size_t i = idx[k];
+    const void* p = ctx.has_input(i) ? ctx.input(i).raw() : nullptr;
+    const bool is_const =
+        !ctx.has_input(i) || (slot.const_inputs.size() > i && slot.const_inputs[i]);
+    if (!is_const || p != st->packed_from[k]) repack = true;
+    st->packed_from[k] = p;
+  }
+  if (repack) {
+    Pack(ctx, st);
+    st->packed = true;
+  }
+  for (size_t i = 0; i < st->decl.size(); ++i)
+    if (st->decl[i].set) ctx.set_output(i, st->decl[i].dtype, st->decl[i].shape);
+  slot.out_layouts.assign(ctx.num_outputs(), Layout::kPlain);
+  return Status::Ok();
+}
+
+Status PrepareGru(OpContext& ctx, NodeSlot& slot) {
+  return Prepare(ctx, slot, false);
+}
+Status PrepareLstm(OpContext& ctx, NodeSlot& slot) {
+  return Prepare(ctx, slot, true);
+}
+
+struct Io {
+  const float* x = nullptr;
+  const float* init_h = nullptr;
+  const float* init_c = nullptr;
+  float* y = nullptr;
+  float* y_h = nullptr;
+  float* y_c = nullptr;
+  const int64_t* lens = nullptr;
+  int64_t max_len = 0;
+};
+
+void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bool split_rows) {
+  const int64_t T = st.T, B = st.B, I = st.I, H = st.H, nd = st.nd;
+  const bool reverse = st.reverse_only || d == 1;
+  const bool gru_split = !st.lstm && !st.lbr;
+  const size_t hbytes = static_cast<size_t>(H) * sizeof(float);
+  auto state_off = [&](int64_t b) { return (st.layout1 ? b * nd + d : d * B + b) * H; };
+  auto x_row = [&](int64_t t, int64_t b) { return st.layout1 ? b * T + t : t * B + b; };
+  auto y_off = [&](int64_t t, int64_t b) {
+    return (st.layout1 ? (b * T + t) * nd + d : (t * nd + d) * B + b) * H;
+  };
+  // Input projection of every step: xw[row] = x[row]·W^T + bias.
+  const float* wp = st.wpack.data() + d * st.ldx * I;
+  const float* bx = st.bias_x.data() + d * st.ldx;
+  const int64_t rows = T * B, px = st.ldx / kNr;
+  if (split_rows) {
+    ParallelRange(rows, 32, [&](int64_t r0, int64_t r1) {
+      GemmPacked(io.x + r0 * I, I, r1 - r0, I, wp, px, s.xw.data() + r0 * st.ldx, st.ldx, bx);
+    });
+  } else {
+    GemmPacked(io.x, I, rows, I, wp, px, s.xw.data(), st.ldx, bx);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    float* h = s.h.data() + b * H;
+    if (io.init_h)
+      std::memcpy(h, io.init_h + state_off(b), hbytes);
+    else
+      std::fill(h, h + H, 0.f);
+    if (st.lstm) {
+      float* c = s.c.data() + b * H;
+      if (io.init_c)
+        std::memcpy(c, io.init_c + state_off(b), hbytes);
+      else
+        std::fill(c, c + H, 0.f);
+    }
+  }
+  const float* rp = st.rpack.data() + d * st.ldr * H;
+  const float* br = st.bias_r.data() + d * st.ldr;
+  const float* rhp = gru_split ? st.rhpack.data() + d * st.ldh * H : nullptr;
+  const float* peep = st.lstm ? st.peep.data() + d * 3 * H : nullptr;
+  const int64_t pr = st.ldr / kNr, ph = st.ldh / kNr;
+  for (int64_t step = 0; step < io.max_len; ++step) {
+    GemmPacked(s.h.data(), H, B, H, rp, pr, s.hr.data(), st.ldr, br);
+    auto xw_of = [&](int64_t b) -> const float* {
+      const int64_t len = io.lens[b];
+      if (step >= len) return nullptr;
+      const int64_t t = reverse ? len - 1 - step : step;
+      return s.xw.data() + x_row(t, b) * st.ldx;
+    };
+    if (gru_split) {
+      for (int64_t b = 0; b < B; ++b)
+        if (const float* xw = xw_of(b))
+          GruZr(xw, s.hr.data() + b * st.ldr, s.h.data() + b * H, s.z.data() + b * H,
+                s.rh.data() + b * H, st.gate);
+      GemmPacked(s.rh.data(), H, B, H, rhp, ph, s.hn.data(), st.ldh, nullptr);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const float* xw = xw_of(b);
+      if (!xw) continue;
+      float* h = s.h.data() + b * H;
+      const float* hr = s.hr.data() + b * st.ldr;
+      if (st.lstm)
+        Lstm(xw, hr, peep, st.input_forget, h, s.c.data() + b * H, st.gate);
+      else if (st.lbr)
+        GruLbr(xw, hr, h, st.gate);
+      else
+        GruN(xw, s.hn.data() + b * st.ldh, s.z.data() + b * H, h, st.gate);
+      if (io.y) {
+        const int64_t len = io.lens[b];
+        std::memcpy(io.y + y_off(reverse ? len - 1 - step : step, b), h, hbytes);
+      }
+    }
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    if (io.y_h) std::memcpy(io.y_h + state_off(b), s.h.data() + b * H, hbytes);
+    if (io.y_c) std::memcpy(io.y_c + state_off(b), s.c.data() + b * H, hbytes);
+  }
+}
+
+void Run(OpContext& ctx, NodeSlot& slot) {
+  auto* st = static_cast<RnnState*>(slot.state.get());
+  Io io;
+  io.x = ctx.input(kX).data<float>();
+  io.init_h = ctx.has_input(kInitH) ? ctx.input(kInitH).data<float>() : nullptr;
+  io.init_c = st->lstm && ctx.has_input(kInitC) ? ctx.input(kInitC).data<float>() : nullptr;
+  float* outs[3] = {nullptr, nullptr, nullptr};
+  for (size_t i = 0; i < st->decl.size() && i < 3; ++i)
+    if (st->decl[i].set) outs[i] = ctx.output(i).data<float>();
+  io.y = outs[0];
+  io.y_h = outs[1];
+  io.y_c = st->lstm ? outs[2] : nullptr;
+  std::vector<int64_t> lens(static_cast<size_t>(st->B), st->T);
+  if (ctx.has_input(kSeqLens)) lens = ctx.input(kSeqLens).ToInt64Vector();
+  io.lens = lens.data();
+  io.max_len = *std::max_element(lens.begin(), lens.end());
+  if (io.y && std::any_of(lens.begin(), lens.end(), [&](int64_t v) { return v < st->T; }))
+    std::fill(io.y, io.y + ctx.output(0).size(), 0.f);
+  // A parallel region costs a thread wake-up (and, on a busy machine, a scheduler time slice):
+  // only work of a few hundred microseconds is split.
+  const int threads = slot.provider->threads();
+  const int64_t proj_fmas = st->T * st->B * st->G * st->H * st->I;
+  const int64_t dir_fmas = proj_fmas + st->T * st->B * st->G * st->H * st->H;
+  if (st->nd == 2 && threads >= 2 && dir_fmas >= kParallelFmas) {
+#pragma omp parallel for num_threads(2) schedule(static)
+    for (int64_t d = 0; d < 2; ++d)
+      RunDirection(*st, d, io, st->scratch[static_cast<size_t>(d)], false);
+  } else {
+    for (int64_t d = 0; d < st->nd; ++d)
+      RunDirection(*st, d, io, st->scratch[static_cast<size_t>(d)],
+                   threads > 1 && proj_fmas >= 2 * kParallelFmas);
+  }
+}
+
+constexpr KernelDef kKernels[] = {
+    {"", "GRU", 1, 1000, AcceptsGru, 0, 0, PrepareGru, Run},
+    {"", "LSTM", 1, 1000, AcceptsLstm, 0, 0, PrepareLstm, Run},
+};
+
+}  // namespace
+
+void SetRnnScalarOnlyForTesting(bool on) {
+  g_scalar_only.store(on, std::memory_order_relaxed);
+}
+
+std::span<const KernelDef> RnnKernels() {
+  return kKernels;
+}
+
+}  // namespace ferry::ops::cpu
