@@ -33,7 +33,7 @@ struct Options {
   std::vector<std::string> exclude;
   int64_t max_samples = 0, batch = 16;
   int threads = 0;
-  bool per_channel = false, symmetric = false, json = false;
+  bool per_channel = false, symmetric = false, reduce_range = false, json = false;
 };
 
 struct ClassRow {
@@ -180,6 +180,7 @@ nlohmann::ordered_json ToJson(const Options& o, const Result_& r) {
   j["activation_type"] = o.activation_type;
   j["weight_type"] = o.weight_type;
   j["symmetric"] = o.symmetric;
+  j["reduce_range"] = o.reduce_range;
   if (o.mode == "static") j["ranges"] = r.ranges;
   j["size_before"] = r.size_before;
   j["size_after"] = r.size_after;
@@ -358,6 +359,7 @@ int RunQuantize(const Options& o) {
     return ReportError(UsageError("--weight-type must be s8, got '{}'", o.weight_type));
   qo.per_channel = o.per_channel;
   qo.symmetric = o.symmetric;
+  qo.reduce_range = o.reduce_range;
   for (const auto& e : SplitCommaList(o.exclude)) qo.exclude.insert(e);
   auto method = quant::ParseMethod(o.method);
   if (!method.ok()) return ReportError(method.status());
@@ -455,6 +457,9 @@ void SetupQuantize(CLI::App& sub, Action* action) {
   sub.add_option("--activation-type", o->activation_type, "static: u8 (default) or s8");
   sub.add_option("--weight-type", o->weight_type, "s8 (the only one)");
   sub.add_flag("--symmetric", o->symmetric, "static: symmetric activation ranges");
+  sub.add_flag("--reduce-range", o->reduce_range,
+               "Weights in 7 bits [-63, 63]: no int16 saturation in uint8 x int8 kernels without "
+               "VNNI (ONNX Runtime on AVX2)");
   sub.add_option("--exclude", o->exclude,
                  "Keep these nodes (by name) or op types in float (comma-separated; repeatable)");
   sub.add_option("--eval", o->eval,

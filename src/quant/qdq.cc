@@ -95,7 +95,7 @@ struct QWeight {
   int64_t axis = -1;           // -1: per tensor
 };
 
-QWeight QuantizeWeight(const Tensor& w, int64_t axis) {
+QWeight QuantizeWeight(const Tensor& w, int64_t axis, int qmax) {
   QWeight out;
   out.axis = axis;
   int64_t channels = axis >= 0 ? w.dim(axis) : 1, inner = 1;
@@ -114,7 +114,7 @@ QWeight QuantizeWeight(const Tensor& w, int64_t axis) {
   out.scale = Tensor(DType::kFloat, pshape);
   out.zero_point = Tensor(DType::kInt8, pshape);
   for (int64_t c = 0; c < channels; ++c) {
-    double s = amax[static_cast<size_t>(c)] / 127.0;
+    double s = amax[static_cast<size_t>(c)] / qmax;
     float sf = s > 0 ? static_cast<float>(s) : 1.0f;
     out.scale.data<float>()[c] = sf;
     out.scales.push_back(sf);
@@ -124,7 +124,7 @@ QWeight QuantizeWeight(const Tensor& w, int64_t axis) {
   for (int64_t i = 0; i < n; ++i) {
     double v =
         std::nearbyint(static_cast<double>(x[i]) / out.scales[static_cast<size_t>(channel_of(i))]);
-    q[i] = static_cast<int8_t>(std::clamp(std::isfinite(v) ? v : 0.0, -127.0, 127.0));
+    q[i] = static_cast<int8_t>(std::clamp(std::isfinite(v) ? v : 0.0, -1.0 * qmax, 1.0 * qmax));
   }
   return out;
 }
@@ -153,6 +153,7 @@ struct Rewriter {
   std::vector<ir::Node> added;
   std::map<std::string, std::string> weight_dq;  // "name@axis" -> dequantized value
   bool short_names = false;                      // w0, b0, a0... (static mode)
+  int qmax = 127;                                // 63 with reduce_range
 
   explicit Rewriter(ir::Graph& graph) : g(graph), names(graph) {}
 
@@ -166,7 +167,7 @@ struct Rewriter {
   // for axis -1); cached per weight and axis. `qw` receives the quantized weight.
   std::string DequantizedWeight(const std::string& name, int64_t axis, QWeight* qw) {
     const Tensor* w = ConstantOf(g, name);
-    QWeight q = QuantizeWeight(*w, axis);
+    QWeight q = QuantizeWeight(*w, axis, qmax);
     std::string key = name + "@" + std::to_string(axis);
     auto it = weight_dq.find(key);
     if (it != weight_dq.end()) {
@@ -355,6 +356,7 @@ Result<QuantizeSummary> QuantizeStatic(ir::Model& model, const Table& table,
   // 3. Rewrite: weights and biases first (they read the activations' parameters by name).
   Rewriter rw(g);
   rw.short_names = true;
+  rw.qmax = o.reduce_range ? 63 : 127;
   rw.names.anonymous = true;
   for (const auto& w : weights) {
     QWeight qw;
@@ -442,6 +444,7 @@ Result<QuantizeSummary> QuantizeDynamic(ir::Model& model, const QuantizeOptions&
   const bool conv_axis_ok = model.OpsetFor("").value_or(0) >= 13;
   QuantizeSummary sum;
   Rewriter rw(g);
+  rw.qmax = o.reduce_range ? 63 : 127;
   struct Dql {
     std::string q, scale, zp;
   };
@@ -478,7 +481,7 @@ Result<QuantizeSummary> QuantizeDynamic(ir::Model& model, const QuantizeOptions&
     const std::string base = n.name.empty() ? n.outputs[0] : n.name;
     Tensor w = *ConstantOf(g, n.inputs[1]);
     if (gemm && n.attr_int("transB", 0)) w = Transpose2D(w);
-    QWeight qw = QuantizeWeight(w, o.per_channel ? 1 : -1);
+    QWeight qw = QuantizeWeight(w, o.per_channel ? 1 : -1, rw.qmax);
     const double alpha = gemm ? n.attr_float("alpha", 1.0f) : 1.0;
     Tensor wscale = qw.scale.Clone();
     for (int64_t k = 0; k < wscale.size(); ++k)

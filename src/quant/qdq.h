@@ -17,8 +17,11 @@ namespace ferry::quant {
 struct QuantizeOptions {
   DType activation_type = DType::kUint8;  // static: kUint8 or kInt8
   DType weight_type = DType::kInt8;
-  bool per_channel = false;       // weights: one scale per output channel
-  bool symmetric = false;         // static activations: symmetric ranges
+  bool per_channel = false;  // weights: one scale per output channel
+  bool symmetric = false;    // static activations: symmetric ranges
+  // Weights in [-63, 63] (7 bits): uint8 x int8 products summed in pairs then fit int16, so
+  // kernels built on AVX2's vpmaddubsw (ONNX Runtime's without VNNI) cannot saturate.
+  bool reduce_range = false;
   std::set<std::string> exclude;  // node names or op types left in float
 };
 

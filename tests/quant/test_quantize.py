@@ -289,7 +289,7 @@ def case_dynamic(args):
         zoo = os.path.join(args.zoo, name)
         model = os.path.join(zoo, "model.onnx")
         out = os.path.join(args.work, name + "_dynamic.onnx")
-        j = run_json(args, "quantize", model, "-o", out, "--mode", "dynamic", "--per-channel",
+        j = run_json(args, "quantize", model, "-o", out, "--mode", "dynamic", "--per-channel", "--reduce-range",
                      "--eval", os.path.join(zoo, "test_data_set_1"), "--json")
         if j is None:
             continue
