@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,9 @@ int RunCalibrate(const Options& o) {
   if (o.max_samples < 0)
     return ReportError(UsageError("--max-samples must be >= 0, got {}", o.max_samples));
   if (o.batch < 1) return ReportError(UsageError("--batch must be >= 1, got {}", o.batch));
+  if (std::filesystem::exists(o.output) && std::filesystem::exists(o.model) &&
+      std::filesystem::equivalent(o.model, o.output))
+    return ReportError(UsageError("-o {} is the model file; write the table elsewhere", o.output));
   auto loaded = ir::LoadModel(o.model);
   if (!loaded.ok()) return ReportError(loaded.status());
   Status st = quant::PrepareForQuantization(*loaded.value());

@@ -323,7 +323,6 @@ Result<QuantizeSummary> QuantizeStatic(ir::Model& model, const Table& table,
     }
     if (!outputs.count(out)) want(out);
   }
-  if (!any_range && !acts.empty()) acts.clear();
   if (!any_range && (!missing.empty() || !weights.empty()))
     return InvalidError(
         "the calibration table has no range for any activation of this model (was it "
