@@ -1,6 +1,7 @@
 #include "quant/qdq.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -448,15 +449,41 @@ Result<QuantizeSummary> QuantizeDynamic(ir::Model& model, const QuantizeOptions&
     std::string q, scale, zp;
   };
   std::map<std::string, Dql> dql;
+  std::map<std::string, std::array<std::string, 3>> gather_tables;  // table -> int8, scale, zp
   std::vector<ir::Node> kept;
   std::vector<ir::Node> nodes = std::move(g.nodes);
   g.nodes.clear();
   for (auto& n : nodes) {
     bool mm = n.domain.empty() && (n.op_type == "MatMul" || n.op_type == "Gemm");
     bool conv = n.domain.empty() && n.op_type == "Conv";
-    if ((mm || conv) && Excluded(n, o)) {
+    bool gather = n.domain.empty() && n.op_type == "Gather" && n.inputs.size() == 2 &&
+                  n.outputs.size() == 1 && IsFloatConstant(g, n.inputs[0]) &&
+                  ConstantOf(g, n.inputs[0])->size() >= 1024;
+    if ((mm || conv || gather) && Excluded(n, o)) {
       sum.excluded_nodes.push_back(NodeLabel(n));
       kept.push_back(std::move(n));
+      continue;
+    }
+    if (gather) {
+      // Embedding tables: Gather the int8 rows, then DequantizeLinear (per tensor: the scale
+      // must apply to whichever rows are gathered).
+      const std::string table = n.inputs[0];
+      if (!gather_tables.count(table)) {
+        QWeight qw = QuantizeWeight(*ConstantOf(g, table), -1, 127);
+        gather_tables[table] = {rw.AddInit(table + "_quantized", std::move(qw.q)),
+                                rw.AddInit(table + "_scale", std::move(qw.scale)),
+                                rw.AddInit(table + "_zero_point", std::move(qw.zero_point))};
+        ++sum.weights;
+      }
+      const auto& [tq, ts, tz] = gather_tables[table];
+      const std::string out = n.outputs[0];
+      const std::string base = n.name.empty() ? out : n.name;
+      std::string gq = rw.names.Value(out + "_quantized");
+      n.inputs[0] = tq;
+      n.outputs[0] = gq;
+      sum.quantized_nodes.push_back(NodeLabel(n));
+      kept.push_back(std::move(n));
+      kept.push_back(MakeNode(rw.names, "DequantizeLinear", {gq, ts, tz}, {out}, base));
       continue;
     }
     if (conv && n.inputs.size() > 1 && IsFloatConstant(g, n.inputs[1]) &&

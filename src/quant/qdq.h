@@ -54,8 +54,9 @@ Result<QuantizeSummary> QuantizeStatic(ir::Model& model, const Table& table,
 // Dynamic: MatMul and Gemm with a constant 2-D weight become DynamicQuantizeLinear (one per
 // activation tensor) -> MatMulInteger (uint8 x int8 weights, symmetric) -> Cast -> Mul by
 // activation scale * weight scale (-> Add bias for Gemm), the pattern ONNX Runtime fuses into
-// MatMulIntegerToFloat; Conv weights are stored int8 with a DequantizeLinear. Errors:
-// kUnsupported below opset 11 (13 for per-channel Conv weights).
+// MatMulIntegerToFloat; Conv weights are stored int8 with a DequantizeLinear; constant Gather
+// tables of 1024+ elements (embeddings) are stored int8 (per tensor) and the gathered rows go
+// through a DequantizeLinear. Errors: kUnsupported below opset 11.
 Result<QuantizeSummary> QuantizeDynamic(ir::Model& model, const QuantizeOptions& options);
 
 }  // namespace ferry::quant

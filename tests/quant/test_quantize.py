@@ -327,6 +327,8 @@ def case_dynamic(args):
         print("%s dynamic: %d nodes quantized, file %.3fx, Ferry engine cosine (test set 1) %.5f" %
               (name, len(j["quantized_nodes"]), j["size_ratio"], fcos))
         check(len(j["quantized_nodes"]) > 0, "%s dynamic: some MatMul/Gemm quantized" % name)
+        check(j["size_ratio"] <= 0.35, "%s dynamic: file <= 0.35x fp32 (embeddings int8 too; %.3f)"
+              % (name, j["size_ratio"]))
         check(fcos >= 0.99, "%s dynamic (Ferry engine): cosine >= 0.99 (%.5f)" % (name, fcos))
         m = onnx.load(model)
         rows = token_rows(m)
