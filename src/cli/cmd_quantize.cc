@@ -164,14 +164,14 @@ double Pp(int64_t num, int64_t den) {
   return den ? 100.0 * static_cast<double>(num) / static_cast<double>(den) : 0;
 }
 
-struct Result_ {
+struct QuantizeRun {
   quant::QuantizeSummary summary;
   uintmax_t size_before = 0, size_after = 0;
   std::string ranges;  // "table X" or "calibrated on DIR (N samples, method)"
   std::optional<Eval> eval;
 };
 
-nlohmann::ordered_json ToJson(const Options& o, const Result_& r) {
+nlohmann::ordered_json ToJson(const Options& o, const QuantizeRun& r) {
   nlohmann::ordered_json j;
   j["input"] = o.input;
   j["output"] = o.output;
@@ -248,7 +248,7 @@ std::string Bytes(uintmax_t b) {
 }
 
 // The human text (md = false) or the Markdown report (md = true).
-std::string Render(const Options& o, const Result_& r, bool md) {
+std::string Render(const Options& o, const QuantizeRun& r, bool md) {
   std::string s;
   const auto& sm = r.summary;
   double ratio = r.size_before ? static_cast<double>(r.size_after) / r.size_before : 0;
@@ -372,7 +372,7 @@ int RunQuantize(const Options& o) {
   st = CheckExcludes(model.graph, qo.exclude);
   if (!st.ok()) return ReportError(st);
 
-  Result_ res;
+  QuantizeRun res;
   Result<quant::QuantizeSummary> sum = quant::QuantizeSummary{};
   if (o.mode == "static") {
     quant::Table table;
