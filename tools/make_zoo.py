@@ -224,6 +224,11 @@ def build_digits(d):
     onnx.save(m, path)
     np.save(os.path.join(d, "heldout_images.npy"), np.ascontiguousarray(x[test]))
     np.save(os.path.join(d, "heldout_labels.npy"), y[test])
+    # The training images (train_digits's split, same order) as calibration data for quantize.
+    np.random.seed(0)
+    perm = np.random.permutation(len(x))
+    assert (perm[len(x) - len(test):] == test).all()
+    np.save(os.path.join(d, "train_images.npy"), np.ascontiguousarray(x[perm[:len(x) - len(test)]]))
     write_sets(d, model, ["image"], ["logits"], [(x[test[:1]],), (x[test[1:9]],), (x[test[9:10]],)])
 
 

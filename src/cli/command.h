@@ -24,6 +24,8 @@ void SetupConvert(CLI::App& sub, Action* action);
 void SetupVerify(CLI::App& sub, Action* action);
 void SetupGolden(CLI::App& sub, Action* action);
 void SetupBench(CLI::App& sub, Action* action);
+void SetupCalibrate(CLI::App& sub, Action* action);
+void SetupQuantize(CLI::App& sub, Action* action);
 
 // Prints "ferry: error: <message>" on stderr and returns the status's exit code.
 int ReportError(const Status& status);

@@ -29,6 +29,10 @@ constexpr CommandRow kCommands[] = {
      ferry::cli::SetupGolden},
     {"bench", "Time a model: cold start, first run, warm percentiles, throughput, peak memory",
      ferry::cli::SetupBench},
+    {"calibrate", "Gather activation ranges on calibration data into a calibration table (JSON)",
+     ferry::cli::SetupCalibrate},
+    {"quantize", "Quantize to int8: static QDQ (calibrated) or dynamic; reports accuracy and size",
+     ferry::cli::SetupQuantize},
 };
 
 }  // namespace

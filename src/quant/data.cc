@@ -1,0 +1,72 @@
+#include "quant/data.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ferry::quant {
+
+Tensor SliceRows(const Tensor& t, int64_t begin, int64_t end) {
+  Shape s = t.shape();
+  s[0] = end - begin;
+  Tensor out(t.dtype(), s);
+  size_t row = t.dim(0) ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
+  if (row)
+    std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + row * static_cast<size_t>(begin),
+                row * static_cast<size_t>(end - begin));
+  return out;
+}
+
+namespace {
+
+// N when every input of `set` is a non-string tensor of rank >= 1 with first dim N and the
+// graph declares that dim non-fixed; -1 otherwise.
+int64_t SplittableRows(const verify::DataSet& set, const ir::Graph& graph) {
+  int64_t n = -1;
+  for (const auto& [name, v] : set.inputs) {
+    if (!v.is_tensor() || v.tensor().rank() == 0 || v.tensor().dtype() == DType::kString) return -1;
+    for (const auto& vi : graph.inputs)
+      if (vi.name == name && vi.type.shape && !vi.type.shape->empty() &&
+          (*vi.type.shape)[0].known())
+        return -1;
+    int64_t d = v.tensor().dim(0);
+    if (n >= 0 && d != n) return -1;
+    n = d;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, const ir::Graph& graph,
+                                          int64_t batch, int64_t max_samples, int64_t* samples) {
+  std::vector<verify::DataSet> out;
+  int64_t kept = 0;
+  batch = std::max<int64_t>(batch, 1);
+  for (auto& set : sets) {
+    if (max_samples > 0 && kept >= max_samples) break;
+    int64_t n = SplittableRows(set, graph);
+    if (n < 0) {
+      kept += 1;
+      out.push_back(std::move(set));
+      continue;
+    }
+    if (max_samples > 0) n = std::min(n, max_samples - kept);
+    for (int64_t b = 0; b < n; b += batch) {
+      int64_t e = std::min(n, b + batch);
+      if (b == 0 && e == SplittableRows(set, graph)) {
+        out.push_back(std::move(set));
+        break;
+      }
+      verify::DataSet part;
+      part.name = fmt::format("{}[{}:{}]", set.name, b, e);
+      for (const auto& [name, v] : set.inputs)
+        part.inputs.emplace_back(name, Value(SliceRows(v.tensor(), b, e)));
+      out.push_back(std::move(part));
+    }
+    kept += n;
+  }
+  if (samples) *samples = kept;
+  return out;
+}
+
+}  // namespace ferry::quant

@@ -1,0 +1,23 @@
+// Calibration and evaluation data as a stream of samples: the sets verify::LoadDataSets reads,
+// cut along the first axis into batches.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+#include "verify/golden.h"
+
+namespace ferry::quant {
+
+// Cuts every set whose inputs all have the same first dimension N (and whose graph inputs
+// declare that dimension symbolic or unknown) into sets of at most `batch` rows, in order
+// ("x.npy[0:32]"). Keeps the first `max_samples` rows overall (0: all). `samples` receives the
+// number of rows kept (a set that cannot be cut counts as its first dimension, or 1).
+std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, const ir::Graph& graph,
+                                          int64_t batch, int64_t max_samples, int64_t* samples);
+
+// Rows [begin, end) of `t` along axis 0 (a copy). Not for strings.
+Tensor SliceRows(const Tensor& t, int64_t begin, int64_t end);
+
+}  // namespace ferry::quant
