@@ -46,7 +46,7 @@ namespace {
 std::vector<const KernelDef*> BuildTable() {
   std::vector<const KernelDef*> all;
   const std::span<const KernelDef> families[] = {ConvKernels(), PoolKernels(), ElementwiseKernels(),
-                                                 MatMulKernels()};
+                                                 MatMulKernels(), NormKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;

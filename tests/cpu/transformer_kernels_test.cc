@@ -1,0 +1,264 @@
+// The cpu provider's transformer kernels against the reference: broadcast elementwise ops,
+// unary math, Softmax, trailing-axis reductions, LayerNormalization, and the row kernels of
+// both instruction sets against each other.
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "cpu/cpu_harness.h"
+#include "ops/cpu/vec.h"
+
+namespace ferry {
+namespace {
+
+using namespace cpu_test;
+
+// The provider each node ran on in the last run, by op type (the last node of that type).
+std::string ProviderOf(const std::vector<runtime::NodeReport>& report, const std::string& op) {
+  std::string p;
+  for (const auto& r : report)
+    if (r.op_type == op) p = r.provider;
+  return p;
+}
+
+TEST(CpuBroadcast, BinaryOpsMatchReferenceOnAnyBroadcast) {
+  const std::pair<Shape, Shape> shapes[] = {
+      {{2, 3, 127}, {2, 3, 127}},
+      {{2, 3, 127}, {127}},
+      {{4, 13}, {1, 13}},
+      {{3, 5}, {}},
+      {{127}, {2, 3, 127}},
+      {{}, {4, 13}},
+      {{}, {}},
+      {{1}, {}},
+      {{3, 1, 5}, {3, 4, 5}},        // middle broadcast of A
+      {{13, 1, 27}, {13, 1, 1}},     // LayerNorm's x - mean
+      {{4, 13, 13}, {4, 1, 13}},     // attention mask
+      {{3, 1}, {1, 7}},              // both broadcast (outer product)
+      {{2, 1, 3, 1}, {1, 5, 1, 4}},  // alternating
+      {{1, 1, 1}, {1, 1}},           // all ones
+      {{2, 300, 127}, {300, 1}},     // large: split over threads mid-row
+      {{70001}, {}},                 // one long row split over threads
+      {{5, 0, 3}, {1, 3}},           // empty
+  };
+  uint32_t seed = 1000;
+  for (const std::string op : {"Add", "Sub", "Mul", "Div", "Pow"}) {
+    for (const auto& [sa, sb] : shapes) {
+      SCOPED_TRACE(op + " " + ShapeToString(sa) + " " + ShapeToString(sb));
+      GraphBuilder b;
+      // Pow: positive bases (a non-integer exponent of a negative base is NaN).
+      const bool pow = op == "Pow";
+      b.Input("a", Rand(sa, seed, pow ? 0.1f : -1.f, 2.f));
+      b.Input("b", Rand(sb, seed + 1, pow ? -2.f : 0.25f, 2.f));  // Div: no zeros
+      seed += 2;
+      b.Node(op, {"a", "b"}, {"y"});
+      b.Output("y");
+      auto report = ExpectMatchesReference(b, 1e-6, 1e-7);
+      if (NumElements(sa) > 0 && NumElements(sb) > 0) {
+        EXPECT_EQ(ProviderOf(report, op), "cpu");
+      }
+    }
+  }
+}
+
+TEST(CpuBroadcast, PowScalarExponentsMatchReference) {
+  for (float e : {2.f, 0.5f, 1.f, 3.f, -1.f}) {
+    SCOPED_TRACE(e);
+    GraphBuilder b;
+    Tensor x = Rand({3, 127}, 1100, 0.f, 3.f);
+    x.data<float>()[0] = -0.f;
+    x.data<float>()[1] = std::numeric_limits<float>::infinity();
+    b.Input("x", std::move(x));
+    Tensor t(DType::kFloat, {});
+    t.data<float>()[0] = e;
+    b.Const("e", std::move(t));
+    b.Node("Pow", {"x", "e"}, {"y"});
+    b.Output("y");
+    auto report = ExpectMatchesReference(b, 1e-6, 0);
+    EXPECT_EQ(ProviderOf(report, "Pow"), "cpu");
+  }
+}
+
+TEST(CpuUnary, MathOpsMatchReference) {
+  struct Case {
+    std::string op;
+    float lo, hi;
+    double rtol, atol;
+  };
+  const Case cases[] = {
+      {"Sqrt", 0.f, 10.f, 1e-6, 0},
+      {"Exp", -90.f, 90.f, 4e-7, 1e-37},
+      {"Neg", -5.f, 5.f, 0, 0},
+      {"Reciprocal", 0.1f, 5.f, 1e-6, 0},
+      {"Abs", -5.f, 5.f, 0, 0},
+      {"Tanh", -9.f, 9.f, 2e-6, 1e-7},
+      {"Sigmoid", -20.f, 20.f, 2e-6, 1e-12},
+      {"Erf", -4.f, 4.f, 1e-6, 1e-7},
+      {"Relu", -1.f, 1.f, 0, 0},
+      {"Tanh", -0.1f, 0.1f, 2e-6, 1e-9},
+  };
+  uint32_t seed = 1200;
+  for (const Case& c : cases) {
+    for (const Shape& s : {Shape{13}, Shape{3, 127}, Shape{2, 200, 130}}) {
+      SCOPED_TRACE(c.op + " " + ShapeToString(s));
+      GraphBuilder b;
+      b.Input("x", Rand(s, seed++, c.lo, c.hi));
+      b.Node(c.op, {"x"}, {"y"});
+      b.Output("y");
+      auto report = ExpectMatchesReference(b, c.rtol, c.atol);
+      EXPECT_EQ(ProviderOf(report, c.op), "cpu");
+    }
+  }
+}
+
+TEST(CpuSoftmax, BothSemanticsMatchReference) {
+  struct Case {
+    int64_t opset;
+    Shape shape;
+    int64_t axis;  // INT64_MIN: default
+  };
+  const Case cases[] = {
+      {13, {4, 128, 128}, INT64_MIN},
+      {13, {3, 127}, -1},
+      {13, {2, 3, 13}, 1},
+      {13, {2, 3, 13}, 0},
+      {13, {1}, 0},
+      {11, {2, 3, 13}, INT64_MIN},
+      {11, {2, 3, 13}, 0},
+      {11, {2, 3, 13}, 2},
+      {11, {2, 3, 13}, 3},
+      {1, {5, 7}, INT64_MIN},
+  };
+  uint32_t seed = 1300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("opset " + std::to_string(c.opset) + " " + ShapeToString(c.shape) + " axis " +
+                 std::to_string(c.axis));
+    GraphBuilder b;
+    b.Opset(c.opset);
+    b.Input("x", Rand(c.shape, seed++, -8.f, 8.f));
+    ir::Node& n = b.Node("Softmax", {"x"}, {"y"});
+    if (c.axis != INT64_MIN) SetInt(n, "axis", c.axis);
+    b.Output("y");
+    auto report = ExpectMatchesReference(b, 1e-5, 1e-7);
+    EXPECT_EQ(ProviderOf(report, "Softmax"), "cpu");
+  }
+}
+
+TEST(CpuReduce, TrailingAxesMatchReferenceAndOthersDecline) {
+  struct Case {
+    std::string op;
+    int64_t opset;
+    Shape shape;
+    std::vector<int64_t> axes;
+    int64_t keepdims;
+    bool cpu;
+  };
+  const Case cases[] = {
+      {"ReduceMean", 14, {13, 1, 256}, {-1}, 1, true},
+      {"ReduceMean", 14, {3, 5, 127}, {1, 2}, 0, true},
+      {"ReduceMean", 14, {3, 5, 7}, {}, 1, true},  // all axes
+      {"ReduceMean", 18, {3, 5, 7}, {-1}, 1, true},
+      {"ReduceMean", 14, {3, 5, 7}, {0}, 1, false},
+      {"ReduceSum", 11, {300, 130}, {1}, 0, true},
+      {"ReduceSum", 13, {3, 5, 7}, {2}, 1, true},
+      {"ReduceSum", 13, {3, 5, 7}, {1}, 1, false},
+  };
+  uint32_t seed = 1400;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op + " " + std::to_string(c.opset) + " " + ShapeToString(c.shape));
+    GraphBuilder b;
+    b.Opset(c.opset);
+    b.Input("x", Rand(c.shape, seed++));
+    const bool axes_input = c.opset >= (c.op == "ReduceSum" ? 13 : 18);
+    std::vector<std::string> ins = {"x"};
+    if (axes_input && !c.axes.empty()) {
+      Tensor t(DType::kInt64, {static_cast<int64_t>(c.axes.size())});
+      for (size_t i = 0; i < c.axes.size(); ++i) t.data<int64_t>()[i] = c.axes[i];
+      b.Const("axes", std::move(t));
+      ins.push_back("axes");
+    }
+    ir::Node& n = b.Node(c.op, ins, {"y"});
+    if (!axes_input && !c.axes.empty()) SetInts(n, "axes", c.axes);
+    SetInt(n, "keepdims", c.keepdims);
+    b.Output("y");
+    auto report = ExpectMatchesReference(b, 1e-5, 1e-6);
+    EXPECT_EQ(ProviderOf(report, c.op), c.cpu ? "cpu" : "reference (cpu declined)");
+  }
+}
+
+TEST(CpuLayerNorm, MatchesReference) {
+  struct Case {
+    Shape shape, scale;
+    int64_t axis;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{3, 127}, {127}, -1, true},
+      {{2, 3, 13}, {3, 13}, 1, true},
+      {{1, 5, 256}, {256}, -1, false},
+      {{2, 7}, {1}, -1, true},
+  };
+  uint32_t seed = 1500;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.shape));
+    GraphBuilder b;
+    b.Input("x", Rand(c.shape, seed, -3.f, 5.f));
+    b.Const("g", Rand(c.scale, seed + 1));
+    std::vector<std::string> ins = {"x", "g"};
+    if (c.bias) {
+      b.Const("b", Rand(c.scale, seed + 2));
+      ins.push_back("b");
+    }
+    seed += 3;
+    ir::Node& n = b.Node("LayerNormalization", ins, {"y"});
+    SetInt(n, "axis", c.axis);
+    SetFloat(n, "epsilon", 1e-3f);
+    b.Output("y");
+    auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
+    EXPECT_EQ(ProviderOf(report, "LayerNormalization"), "cpu");
+  }
+}
+
+// The AVX2 table against the baseline one (same math, maybe contracted to FMA).
+TEST(CpuVec, InstructionSetsAgree) {
+  const ops::cpu::VecOps& base = ops::cpu::BaselineVec();
+  const ops::cpu::VecOps* avx = ops::cpu::Avx2Vec();
+  if (!avx) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  Tensor x = Rand({1037}, 1600, -20.f, 20.f);
+  Tensor z = Rand({1037}, 1601, 0.5f, 2.f);
+  const float* px = x.data<float>();
+  const float* pz = z.data<float>();
+  std::vector<float> y1(1037), y2(1037);
+  auto close = [&](double rtol, double atol) {
+    for (size_t i = 0; i < y1.size(); ++i)
+      ASSERT_NEAR(y1[i], y2[i], atol + rtol * std::fabs(y1[i])) << "at " << i;
+  };
+  for (int op = 0; op < static_cast<int>(ops::cpu::BinOp::kCount); ++op)
+    for (int k = 0; k < 3; ++k) {
+      SCOPED_TRACE("binary " + std::to_string(op) + " kind " + std::to_string(k));
+      base.binary[op][k](pz, pz + 1, y1.data(), 1036);
+      avx->binary[op][k](pz, pz + 1, y2.data(), 1036);
+      close(1e-6, 0);
+    }
+  for (int op = 0; op < static_cast<int>(ops::cpu::UnOp::kCount); ++op) {
+    SCOPED_TRACE("unary " + std::to_string(op));
+    const float* in = op == static_cast<int>(ops::cpu::UnOp::kSqrt) ||
+                              op == static_cast<int>(ops::cpu::UnOp::kPowHalf)
+                          ? pz
+                          : px;
+    base.unary[op](in, y1.data(), 1037, -1.f, 1.f);
+    avx->unary[op](in, y2.data(), 1037, -1.f, 1.f);
+    close(1e-6, 1e-30);
+  }
+  EXPECT_NEAR(base.sum(px, 1037), avx->sum(px, 1037), 1e-3);
+  base.softmax(px, y1.data(), 1037);
+  avx->softmax(px, y2.data(), 1037);
+  close(1e-6, 1e-30);
+  base.layer_norm(px, y1.data(), 1037, 1e-5f, pz, 1, px, 1);
+  avx->layer_norm(px, y2.data(), 1037, 1e-5f, pz, 1, px, 1);
+  close(1e-5, 1e-6);
+}
+
+}  // namespace
+}  // namespace ferry
