@@ -105,6 +105,8 @@ class GraphExecutor {
     std::vector<size_t> absorb;  // steps computed by this one when its kernel accepts `fusion`
     int fused_output = -1;       // the value the fused chain writes
     int residual = -1;           // fusion.sum: the value added
+    // cpu provider: an Identity whose output may share its input's (owned) tensor.
+    bool alias = false;
     // Last run and profile.
     std::string provider;
     int fused_into = -1;
@@ -258,6 +260,9 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
                                 n.Describe(), n.op_type, dom, *opset));
     if (shared_->cpu) {
       st.cpu = ops::cpu::FindKernel(n, *opset);
+      st.alias = n.op_type == "Identity" && (n.domain.empty() || n.domain == "ai.onnx") &&
+                 n.inputs.size() == 1 && !n.inputs[0].empty() && n.outputs.size() == 1 &&
+                 !n.outputs[0].empty();
       if (st.cpu) {
         st.slot = std::make_unique<ops::cpu::NodeSlot>();
         st.slot->provider = shared_->cpu.get();
@@ -335,6 +340,14 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
         sub_read[static_cast<size_t>(ids_.at(name))] = true;
   }
   for (const auto& [id, name] : outer_) sub_read[static_cast<size_t>(id)] = true;
+  // An Identity of a constant is constant (the weights torch shares between layers).
+  for (Step& st : steps_) {
+    if (!st.alias) continue;
+    if (is_output_[static_cast<size_t>(st.outputs[0])])
+      st.alias = false;
+    else if (is_const[static_cast<size_t>(st.inputs[0])])
+      is_const[static_cast<size_t>(st.outputs[0])] = true;
+  }
   nhwc_ok_.assign(nv, false);
   for (size_t v = 0; v < nv; ++v) {
     bool ok = !is_output_[v] && !sub_read[v] && !users[v].empty();
@@ -534,6 +547,18 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     };
     std::vector<Value> outs(st.outputs.size());
     bool ran = false;
+    if (st.alias && cpu_on) {
+      // Identity of an owned tensor (an initializer, a graph input): share it, no copy. Views
+      // (arena slots) are copied: their slot may be reused after the input's last reader.
+      const size_t in = static_cast<size_t>(st.inputs[0]), out = static_cast<size_t>(st.outputs[0]);
+      const Value& v = frame.values[in];
+      if (v.is_tensor() && v.tensor().owned()) {
+        frame.values[out] = v;
+        layouts[out] = layouts[in];
+        st.provider = "cpu";
+        ran = true;
+      }
+    }
     if (st.cpu) {
       ops::cpu::NodeSlot& slot = *st.slot;
       std::vector<const Value*> ins;
@@ -631,7 +656,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
         if (cpu_on) layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
       }
-      if (!st.cpu) st.provider = "reference";
+      if (!st.cpu) st.provider = st.alias ? "reference (cpu declined)" : "reference";
     }
     if (opts && opts->observer)
       for (size_t k = 0; k < st.outputs.size(); ++k)
@@ -707,7 +732,7 @@ std::vector<NodeReport> GraphExecutor::Report() const {
     NodeReport r;
     r.name = st.node->name;
     r.op_type = st.node->op_type;
-    r.planned = st.cpu ? "cpu" : "reference";
+    r.planned = st.cpu || st.alias ? "cpu" : "reference";
     r.provider = st.provider.empty() ? r.planned : st.provider;
     if (st.provider == "fused" && st.fused_into >= 0)
       r.fused_into = steps_[static_cast<size_t>(st.fused_into)].node->name;

@@ -262,3 +262,155 @@ TEST(CpuVec, InstructionSetsAgree) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+using namespace cpu_test;
+
+Tensor Ints(std::vector<int64_t> v) {
+  Tensor t(DType::kInt64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
+TEST(CpuMovement, TransposeMatchesReference) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> perm;
+  };
+  const Case cases[] = {
+      {{13, 1, 27}, {1, 0, 2}},  // a size-1 dim moves: one memcpy
+      {{13, 4, 9}, {1, 0, 2}},      {{13, 4, 9}, {1, 2, 0}}, {{2, 3, 5, 7}, {0, 2, 1, 3}},
+      {{2, 3, 5, 7}, {3, 2, 1, 0}}, {{127, 300}, {}},        {{3}, {0}},
+      {{4, 0, 3}, {2, 1, 0}},
+  };
+  uint32_t seed = 1700;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.shape));
+    GraphBuilder b;
+    b.Input("x", Rand(c.shape, seed++));
+    ir::Node& n = b.Node("Transpose", {"x"}, {"y"});
+    if (!c.perm.empty()) SetInts(n, "perm", c.perm);
+    b.Output("y");
+    auto report = ExpectMatchesReference(b, 0, 0);
+    EXPECT_EQ(ProviderOf(report, "Transpose"), "cpu");
+  }
+  // Another dtype: int64 through the same copy.
+  GraphBuilder b;
+  b.Input("x", Ints({1, 2, 3, 4, 5, 6}));
+  b.Node("Reshape", {"x", "s"}, {"r"});
+  b.Const("s", Ints({2, 3}));
+  b.Node("Transpose", {"r"}, {"y"});
+  b.Output("y");
+  auto report = ExpectMatchesReference(b, 0, 0);
+  EXPECT_EQ(ProviderOf(report, "Transpose"), "cpu");
+}
+
+TEST(CpuMovement, SliceMatchesReference) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> starts, ends, axes, steps;
+  };
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  const Case cases[] = {
+      {{13, 1, 768}, {0}, {256}, {-1}, {}},
+      {{13, 1, 768}, {256}, {512}, {2}, {1}},
+      {{5, 7, 9}, {1, -5}, {kMax, -1}, {0, 2}, {}},
+      {{5, 7, 9}, {-1, 6}, {-kMax, 0}, {0, 1}, {-1, -2}},
+      {{5, 7, 9}, {0, 0, 0}, {5, 7, 9}, {}, {2, 3, 4}},
+      {{5, 7}, {3}, {2}, {1}, {}},  // empty
+      {{300, 130}, {1, 3}, {299, 128}, {0, 1}, {}},
+  };
+  uint32_t seed = 1800;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.shape));
+    GraphBuilder b;
+    b.Opset(13);
+    b.Input("x", Rand(c.shape, seed++));
+    b.Const("st", Ints(c.starts)).Const("en", Ints(c.ends));
+    std::vector<std::string> ins = {"x", "st", "en"};
+    if (!c.axes.empty()) {
+      b.Const("ax", Ints(c.axes));
+      ins.push_back("ax");
+    }
+    if (!c.steps.empty()) {
+      if (c.axes.empty()) {
+        b.Const("ax", Ints({0, 1, 2}));
+        ins.push_back("ax");
+      }
+      b.Const("sp", Ints(c.steps));
+      ins.push_back("sp");
+    }
+    b.Node("Slice", ins, {"y"});
+    b.Output("y");
+    auto report = ExpectMatchesReference(b, 0, 0);
+    EXPECT_EQ(ProviderOf(report, "Slice"), "cpu");
+  }
+  GraphBuilder b;  // opset 9: attributes
+  b.Opset(9);
+  b.Input("x", Rand({6, 10}, 1850));
+  ir::Node& n = b.Node("Slice", {"x"}, {"y"});
+  SetInts(n, "starts", {1, -4});
+  SetInts(n, "ends", {4, 1000});
+  b.Output("y");
+  auto report = ExpectMatchesReference(b, 0, 0);
+  EXPECT_EQ(ProviderOf(report, "Slice"), "cpu");
+}
+
+// MatMul absorbs Add(bias) (either operand order), a residual Add of its output's shape, and
+// Relu; an Identity of a weight is shared, not copied, and still constant for packing.
+TEST(CpuMatMulFusion, BiasResidualReluMatchReference) {
+  struct Case {
+    Shape a;
+    int64_t k, n;
+    std::string add;  // "bias", "bias_first", "residual", "broadcast" (not fusable), ""
+    bool relu;
+    int fused;
+  };
+  const Case cases[] = {
+      {{13, 1, 27}, 27, 70, "bias_first", true, 2}, {{13, 27}, 27, 70, "bias", false, 1},
+      {{13, 27}, 27, 70, "residual", true, 2},      {{13, 27}, 27, 70, "", true, 1},
+      {{2, 13, 27}, 27, 70, "broadcast", false, 0},
+  };
+  uint32_t seed = 1900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.add + ShapeToString(c.a));
+    GraphBuilder b;
+    b.Input("x", Rand(c.a, seed));
+    b.Const("w0", Rand({c.k, c.n}, seed + 1));
+    b.Node("Identity", {"w0"}, {"w"});
+    b.Node("MatMul", {"x", "w"}, {"m"});
+    std::string v = "m";
+    Shape out = c.a;
+    out.back() = c.n;
+    if (c.add == "bias" || c.add == "bias_first") {
+      b.Const("bias", Rand({c.n}, seed + 2));
+      b.Node("Add",
+             c.add == "bias" ? std::vector<std::string>{"m", "bias"}
+                             : std::vector<std::string>{"bias", "m"},
+             {"s"});
+      v = "s";
+    } else if (c.add == "residual" || c.add == "broadcast") {
+      Shape r = out;
+      if (c.add == "broadcast") r[1] = 1;
+      b.Input("r", Rand(r, seed + 3));
+      b.Node("Add", {"r", "m"}, {"s"});
+      v = "s";
+    }
+    if (c.relu) {
+      b.Node("Relu", {v}, {"y"});
+      v = "y";
+    }
+    b.Output(v);
+    seed += 4;
+    auto report = ExpectMatchesReference(b, 1e-5, 1e-5);
+    int fused = 0;
+    for (const auto& r : report) fused += r.provider == "fused";
+    EXPECT_EQ(fused, c.fused);
+    EXPECT_EQ(ProviderOf(report, "Identity"), "cpu");
+  }
+}
+
+}  // namespace
+}  // namespace ferry

@@ -45,8 +45,9 @@ namespace {
 
 std::vector<const KernelDef*> BuildTable() {
   std::vector<const KernelDef*> all;
-  const std::span<const KernelDef> families[] = {ConvKernels(), PoolKernels(), ElementwiseKernels(),
-                                                 MatMulKernels(), NormKernels()};
+  const std::span<const KernelDef> families[] = {ConvKernels(),        PoolKernels(),
+                                                 ElementwiseKernels(), MatMulKernels(),
+                                                 NormKernels(),        MovementKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;
