@@ -3,6 +3,7 @@
 // both instruction sets against each other.
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -410,6 +411,109 @@ TEST(CpuMatMulFusion, BiasResidualReluMatchReference) {
     EXPECT_EQ(fused, c.fused);
     EXPECT_EQ(ProviderOf(report, "Identity"), "cpu");
   }
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+using namespace cpu_test;
+
+ir::Node& ConstNode(GraphBuilder& b, const std::string& out, float v) {
+  Tensor t(DType::kFloat, {});
+  t.data<float>()[0] = v;
+  ir::Node& n = b.Node("Constant", {}, {out});
+  ir::Attribute a;
+  a.name = "value";
+  a.type = ir::AttrType::kTensor;
+  a.t = std::move(t);
+  n.attributes.push_back(std::move(a));
+  return n;
+}
+
+// The decomposed LayerNorm as torch 1.13 exports it (Constant nodes for 2 and eps).
+// `tail`: 0 no affine, 1 Mul(gamma), 2 Mul + Add(beta); `pow`: the exponent.
+GraphBuilder TorchLayerNorm(const Shape& x, int tail, float pow, bool expose_div, uint32_t seed) {
+  GraphBuilder b;
+  b.Opset(14);
+  b.Input("x", Rand(x, seed, -3.f, 5.f));
+  // torch shares LayerNorm weights through Identity nodes at the top of the graph.
+  b.Const("g0", Rand({x.back()}, seed + 1));
+  b.Node("Identity", {"g0"}, {"g"});
+  SetInts(b.Node("ReduceMean", {"x"}, {"m"}), "axes", {-1});
+  b.Node("Sub", {"x", "m"}, {"d"});
+  ConstNode(b, "two", pow);
+  b.Node("Pow", {"d", "two"}, {"p"});
+  SetInts(b.Node("ReduceMean", {"p"}, {"v"}), "axes", {-1});
+  ConstNode(b, "eps", 1e-5f);
+  b.Node("Add", {"v", "eps"}, {"ve"});
+  b.Node("Sqrt", {"ve"}, {"s"});
+  b.Node("Div", {"d", "s"}, {"n"});
+  std::string out = "n";
+  if (tail >= 1) {
+    b.Node("Mul", {"n", "g"}, {"ng"});
+    out = "ng";
+  }
+  if (tail >= 2) {
+    b.Const("beta", Rand({x.back()}, seed + 2));
+    b.Node("Add", {"ng", "beta"}, {"y"});
+    out = "y";
+  }
+  b.Output(out);
+  if (expose_div && out != "n") b.Output("n");
+  return b;
+}
+
+int CountFused(const std::vector<runtime::NodeReport>& report) {
+  int fused = 0;
+  for (const auto& r : report) fused += r.provider == "fused";
+  return fused;
+}
+
+TEST(CpuPatterns, DecomposedLayerNormIsOneKernel) {
+  uint32_t seed = 2000;
+  for (const Shape& x : {Shape{13, 1, 256}, Shape{3, 127}, Shape{1}, Shape{300, 130}}) {
+    for (int tail = 0; tail <= 2; ++tail) {
+      SCOPED_TRACE(ShapeToString(x) + " tail " + std::to_string(tail));
+      GraphBuilder b = TorchLayerNorm(x, tail, 2.f, false, seed);
+      seed += 3;
+      auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
+      EXPECT_EQ(CountFused(report), 6 + tail);
+      EXPECT_EQ(ProviderOf(report, "Sqrt"), "fused");
+      EXPECT_EQ(ProviderOf(report, "ReduceMean"), "fused");  // the second one
+      EXPECT_EQ(report.size() > 1 ? report[1].provider : "", "cpu (LayerNorm)");
+    }
+  }
+}
+
+TEST(CpuPatterns, LayerNormPatternNeedsEveryIntermediatePrivate) {
+  // The normalized value is also a graph output: no fusion (it must be materialized).
+  GraphBuilder exposed = TorchLayerNorm({5, 64}, 2, 2.f, true, 2100);
+  EXPECT_EQ(CountFused(ExpectMatchesReference(exposed, 1e-4, 1e-5)), 0);
+  // Another exponent is not a LayerNorm.
+  GraphBuilder cube = TorchLayerNorm({5, 64}, 2, 3.f, false, 2110);
+  EXPECT_EQ(CountFused(ExpectMatchesReference(cube, 1e-4, 1e-5)), 0);
+}
+
+TEST(CpuPatterns, ObserverSeesEveryNodeOfThePattern) {
+  GraphBuilder b = TorchLayerNorm({7, 32}, 2, 2.f, false, 2200);
+  auto s = Session::Create(b.model(), {.threads = 1});
+  ASSERT_TRUE(s.ok());
+  std::set<std::string> seen;
+  runtime::RunOptions ro;
+  ro.observer = [&](const ir::Node& n, const std::string&, const Value&) { seen.insert(n.name); };
+  auto with = (*s)->Run(b.feeds(), ro);
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  EXPECT_EQ(seen.size(), b.model()->graph.nodes.size());
+  for (const auto& r : (*s)->node_report()) EXPECT_NE(r.provider, "fused") << r.name;
+  auto without = (*s)->Run(b.feeds());
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(CountFused((*s)->node_report()), 8);
+  for (int64_t i = 0; i < (*with)[0].tensor().size(); ++i)
+    EXPECT_NEAR((*with)[0].tensor().data<float>()[i], (*without)[0].tensor().data<float>()[i],
+                1e-5);
 }
 
 }  // namespace

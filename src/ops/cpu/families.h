@@ -13,6 +13,7 @@ std::span<const KernelDef> PoolKernels();  // pool.cc: MaxPool, AveragePool, Glo
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
 std::span<const KernelDef> MovementKernels();     // movement.cc: Transpose, Slice
+std::span<const Pattern> NormPatterns();          // norm.cc: decomposed LayerNorm
 std::span<const KernelDef> NormKernels();  // norm.cc: Softmax, ReduceMean/Sum, LayerNormalization
 
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and

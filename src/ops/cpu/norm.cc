@@ -201,6 +201,153 @@ void RunLayerNorm(OpContext& ctx, NodeSlot& slot) {
   });
 }
 
+// ---- The decomposed LayerNorm torch exports (opset < 17, or LayerNorm written out):
+//   m = ReduceMean(x, [-1]); d = x - m; v = ReduceMean(Pow(d, 2), [-1]);
+//   n = d / Sqrt(v + eps); [n * gamma]; [+ beta]
+// computed by one row kernel. Inputs: x, gamma (or absent), beta (or absent); params: eps.
+
+bool IsOp(const GraphView& g, size_t s, std::string_view op) {
+  const ir::Node& n = g.node(s);
+  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+bool OnlyReader(const GraphView& g, int v, size_t* step) {
+  const std::vector<size_t> r = g.readers(v);
+  if (r.size() != 1) return false;
+  *step = r[0];
+  return true;
+}
+
+bool ScalarConst(const GraphView& g, int v, float* out) {
+  const Tensor* t = v >= 0 ? g.constant(v) : nullptr;
+  if (!t || t->size() != 1) return false;
+  *out = t->data<float>()[0];
+  return true;
+}
+
+// The operand of binary step s that is not v (-1 if v is not an operand, or both are v).
+int Other(const GraphView& g, size_t s, int v) {
+  const int a = g.input(s, 0), b = g.input(s, 1);
+  if (a == v && b != v) return b;
+  if (b == v && a != v) return a;
+  return -1;
+}
+
+// ReduceMean over the last axis only, keeping it.
+bool MeanOfLastAxis(const GraphView& g, size_t s) {
+  if (!IsOp(g, s, "ReduceMean") || g.node(s).attr_int("keepdims", 1) != 1) return false;
+  if (g.opset(s) < 18) return g.node(s).attr_ints("axes") == std::vector<int64_t>{-1};
+  const Tensor* axes = g.input(s, 1) >= 0 ? g.constant(g.input(s, 1)) : nullptr;
+  return axes == nullptr ? false
+                         : axes->dtype() == DType::kInt64 && axes->size() == 1 &&
+                               axes->data<int64_t>()[0] == -1;
+}
+
+const KernelDef* LayerNormPatternKernel();
+
+bool MatchLayerNorm(const GraphView& g, size_t host, PatternMatch* m) {
+  if (!MeanOfLastAxis(g, host)) return false;
+  const int x = g.input(host, 0), mean = g.output(host, 0);
+  size_t sub, pow, rm2, add_eps, sqrt, div;
+  if (x < 0 || mean < 0 || !OnlyReader(g, mean, &sub) || !IsOp(g, sub, "Sub") ||
+      g.input(sub, 0) != x || g.input(sub, 1) != mean)
+    return false;
+  const int d = g.output(sub, 0);
+  const std::vector<size_t> dr = g.readers(d);
+  if (dr.size() != 2) return false;
+  pow = IsOp(g, dr[0], "Pow") ? dr[0] : dr[1];
+  div = pow == dr[0] ? dr[1] : dr[0];
+  float two = 0, eps = 0;
+  if (!IsOp(g, pow, "Pow") || g.input(pow, 0) != d || !ScalarConst(g, g.input(pow, 1), &two) ||
+      two != 2.f)
+    return false;
+  if (!OnlyReader(g, g.output(pow, 0), &rm2) || !MeanOfLastAxis(g, rm2)) return false;
+  if (!OnlyReader(g, g.output(rm2, 0), &add_eps) || !IsOp(g, add_eps, "Add") ||
+      !ScalarConst(g, Other(g, add_eps, g.output(rm2, 0)), &eps))
+    return false;
+  if (!OnlyReader(g, g.output(add_eps, 0), &sqrt) || !IsOp(g, sqrt, "Sqrt")) return false;
+  if (!IsOp(g, div, "Div") || g.input(div, 0) != d || g.input(div, 1) != g.output(sqrt, 0))
+    return false;
+  m->absorbed = {sub, pow, rm2, add_eps, sqrt, div};
+  m->inputs = {x, -1, -1};
+  m->output = g.output(div, 0);
+  size_t mul, add;
+  if (OnlyReader(g, m->output, &mul) && IsOp(g, mul, "Mul") && Other(g, mul, m->output) >= 0) {
+    m->inputs[1] = Other(g, mul, m->output);
+    m->absorbed.push_back(mul);
+    m->output = g.output(mul, 0);
+    if (OnlyReader(g, m->output, &add) && IsOp(g, add, "Add") && Other(g, add, m->output) >= 0) {
+      m->inputs[2] = Other(g, add, m->output);
+      m->absorbed.push_back(add);
+      m->output = g.output(add, 0);
+    }
+  }
+  m->params = {eps};
+  m->kernel = LayerNormPatternKernel();
+  return true;
+}
+
+// gamma / beta: absent, one element, or the last dim's size laid along the last axis.
+bool RowOperand(const OpContext& ctx, const NodeSlot& slot, size_t i, int64_t n) {
+  if (!ctx.has_input(i)) return true;
+  if (!PlainFloat(ctx, slot, i) || ctx.input(i).rank() > ctx.input(0).rank()) return false;
+  const Tensor& t = ctx.input(i);
+  return t.size() == 1 || (t.size() == n && t.shape().back() == n);
+}
+
+Status PrepareLayerNormPattern(OpContext& ctx, NodeSlot& slot) {
+  if (!PlainFloat(ctx, slot, 0) || ctx.input(0).rank() == 0 || ctx.input(0).size() == 0 ||
+      slot.params.size() != 1) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  const int64_t n = ctx.input(0).shape().back();
+  if (!RowOperand(ctx, slot, 1, n) || !RowOperand(ctx, slot, 2, n)) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  RowState* st = Fresh(slot);
+  st->n = n;
+  st->outer = ctx.input(0).size() / n;
+  st->eps = slot.params[0];
+  slot.out_layouts.assign(1, Layout::kPlain);
+  ctx.set_output(0, DType::kFloat, ctx.input(0).shape());
+  return Status::Ok();
+}
+
+void RunLayerNormPattern(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const RowState*>(slot.state.get());
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const float* g = ctx.has_input(1) ? ctx.input(1).data<float>() : nullptr;
+  const int64_t gs = g && ctx.input(1).size() > 1 ? 1 : 0;
+  const float* bb = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  const int64_t bs = bb && ctx.input(2).size() > 1 ? 1 : 0;
+  const auto ln = Vec().layer_norm;
+  const int64_t n = st->n;
+  ForRows(st->outer, n, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) ln(x + r * n, y + r * n, n, st->eps, g, gs, bb, bs);
+  });
+}
+
+constexpr KernelDef kLayerNormPattern = {"",
+                                         "LayerNorm (pattern)",
+                                         1,
+                                         1000,
+                                         nullptr,
+                                         0,
+                                         0,
+                                         PrepareLayerNormPattern,
+                                         RunLayerNormPattern};
+
+const KernelDef* LayerNormPatternKernel() {
+  return &kLayerNormPattern;
+}
+
+constexpr Pattern kPatterns[] = {
+    {"LayerNorm", MatchLayerNorm},
+};
+
 constexpr KernelDef kKernels[] = {
     {"", "Softmax", 1, 1000, nullptr, 0, 0, PrepareSoftmax, RunSoftmax},
     {"", "ReduceMean", 1, 1000, nullptr, 0, 0, PrepareReduce<true>, RunReduce},
@@ -209,6 +356,10 @@ constexpr KernelDef kKernels[] = {
 };
 
 }  // namespace
+
+std::span<const Pattern> NormPatterns() {
+  return kPatterns;
+}
 
 std::span<const KernelDef> NormKernels() {
   return kKernels;

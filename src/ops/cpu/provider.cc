@@ -60,6 +60,10 @@ std::span<const KernelDef* const> AllKernels() {
   return table;
 }
 
+std::span<const Pattern> AllPatterns() {
+  return NormPatterns();
+}
+
 const KernelDef* FindKernel(const ir::Node& node, int64_t opset) {
   std::string_view domain = node.domain == "ai.onnx" ? std::string_view() : node.domain;
   for (const KernelDef* d : AllKernels()) {
