@@ -105,8 +105,10 @@ class GraphExecutor {
     std::vector<size_t> absorb;  // steps computed by this one when its kernel accepts `fusion`
     int fused_output = -1;       // the value the fused chain writes
     int residual = -1;           // fusion.sum: the value added
-    // cpu provider: an Identity whose output may share its input's (owned) tensor.
+    // cpu provider: an Identity whose output may share its input's (owned) tensor, and a
+    // Constant whose output may share its `value` attribute's tensor.
     bool alias = false;
+    const Tensor* constant = nullptr;
     // cpu provider: a pattern kernel that computes this step and `absorbed` ones (host step).
     struct PatternPlan {
       std::string_view name;
@@ -277,6 +279,11 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
       st.alias = n.op_type == "Identity" && (n.domain.empty() || n.domain == "ai.onnx") &&
                  n.inputs.size() == 1 && !n.inputs[0].empty() && n.outputs.size() == 1 &&
                  !n.outputs[0].empty();
+      if (n.op_type == "Constant" && (n.domain.empty() || n.domain == "ai.onnx") &&
+          n.outputs.size() == 1 && !n.outputs[0].empty()) {
+        const ir::Attribute* a = n.attr("value");
+        if (a && a->type == ir::AttrType::kTensor && a->t.owned()) st.constant = &a->t;
+      }
       if (st.cpu) {
         st.slot = std::make_unique<ops::cpu::NodeSlot>();
         st.slot->provider = shared_->cpu.get();
@@ -700,6 +707,12 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         ran = true;
       }
     }
+    if (st.constant && cpu_on && !ran && !is_output_[static_cast<size_t>(st.outputs[0])]) {
+      frame.values[static_cast<size_t>(st.outputs[0])] = Value(*st.constant);  // shared
+      layouts[static_cast<size_t>(st.outputs[0])] = Layout::kPlain;
+      st.provider = "cpu";
+      ran = true;
+    }
     if (st.alias && cpu_on && !ran) {
       // Identity of an owned tensor (an initializer, a graph input): share it, no copy. Views
       // (arena slots) are copied: their slot may be reused after the input's last reader.
@@ -809,7 +822,8 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
         if (cpu_on) layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
       }
-      if (!st.cpu) st.provider = st.alias ? "reference (cpu declined)" : "reference";
+      if (!st.cpu)
+        st.provider = st.alias || st.constant ? "reference (cpu declined)" : "reference";
     }
     if (opts && opts->observer)
       for (size_t k = 0; k < st.outputs.size(); ++k)
@@ -885,7 +899,7 @@ std::vector<NodeReport> GraphExecutor::Report() const {
     NodeReport r;
     r.name = st.node->name;
     r.op_type = st.node->op_type;
-    r.planned = st.cpu || st.alias ? "cpu" : "reference";
+    r.planned = st.cpu || st.alias || st.constant ? "cpu" : "reference";
     r.provider = st.provider.empty() ? r.planned : st.provider;
     if (st.provider == "fused" && st.fused_into >= 0)
       r.fused_into = steps_[static_cast<size_t>(st.fused_into)].node->name;
