@@ -822,8 +822,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
         if (cpu_on) layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
       }
-      if (!st.cpu)
-        st.provider = st.alias || st.constant ? "reference (cpu declined)" : "reference";
+      if (!st.cpu) st.provider = st.alias || st.constant ? "reference (cpu declined)" : "reference";
     }
     if (opts && opts->observer)
       for (size_t k = 0; k < st.outputs.size(); ++k)
