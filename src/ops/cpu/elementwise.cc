@@ -40,7 +40,7 @@ Layout InLayout(const NodeSlot& slot, size_t i) {
   return slot.in_layouts.size() > i ? slot.in_layouts[i] : Layout::kPlain;
 }
 
-// The output takes the input's layout when allowed; a channels-last input whose output must be
+// The output takes the input's layout when allowed; a non-plain input whose output must be
 // plain declines (the runtime converts it first).
 bool PickLayout(NodeSlot& slot, Layout in) {
   const bool ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
