@@ -1,5 +1,5 @@
 // Conv shapes of ResNet-18 and MatMul shapes of the BERT-like encoder (d_model 256, seq 128,
-// FFN 1024, 4 heads), each a one-node model run through a Session, so the numbers include what
+// FFN 1024 and 2048, 4 heads), each a one-node model run through a Session, so the numbers include what
 // the runtime adds per node. Reports GFLOP/s (2 * MACs). Arguments: threads; the provider is
 // the default (cpu) unless FERRY_PROVIDER=reference.
 #include <cstdlib>
@@ -116,8 +116,11 @@ CONV(resnet_ds_1x1s2_256to512_14, 256, 512, 14, 1, 2);
       ->Arg(2)                                             \
       ->Unit(benchmark::kMillisecond)
 MATMUL(bert_qkv_128x256x256, 1, 128, 256, 256, true);
+MATMUL(bert_inproj_128x256x768, 1, 128, 256, 768, true);
 MATMUL(bert_ffn1_128x256x1024, 1, 128, 256, 1024, true);
+MATMUL(bert_ffn1_128x256x2048, 1, 128, 256, 2048, true);
 MATMUL(bert_ffn2_128x1024x256, 1, 128, 1024, 256, true);
+MATMUL(bert_ffn2_128x2048x256, 1, 128, 2048, 256, true);
 MATMUL(bert_scores_4x128x64x128, 4, 128, 64, 128, false);
 
 }  // namespace

@@ -105,12 +105,30 @@ class GraphExecutor {
     std::vector<size_t> absorb;  // steps computed by this one when its kernel accepts `fusion`
     int fused_output = -1;       // the value the fused chain writes
     int residual = -1;           // fusion.sum: the value added
+    // cpu provider: an Identity whose output may share its input's (owned) tensor, and a
+    // Constant whose output may share its `value` attribute's tensor.
+    bool alias = false;
+    const Tensor* constant = nullptr;
+    // cpu provider: a pattern kernel that computes this step and `absorbed` ones (host step).
+    struct PatternPlan {
+      std::string_view name;
+      const ops::cpu::KernelDef* kernel = nullptr;
+      std::vector<size_t> absorbed;
+      std::vector<int> inputs;
+      int output = -1;
+      std::unique_ptr<ops::cpu::NodeSlot> slot;
+    };
+    std::unique_ptr<PatternPlan> pattern;
     // Last run and profile.
     std::string provider;
     int fused_into = -1;
     int64_t total_ns = 0, calls = 0;
   };
   void PlanCpu(const std::vector<std::vector<std::string>>& reads);
+  void PlanPatterns(const std::vector<int>& producer,
+                    const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
+                    const std::vector<bool>& is_const, const std::vector<bool>& sub_read,
+                    std::vector<bool>* taken);
   int Intern(const std::string& name) {
     auto [it, inserted] = ids_.emplace(name, static_cast<int>(names_.size()));
     if (inserted) names_.push_back(name);
@@ -258,6 +276,14 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
                                 n.Describe(), n.op_type, dom, *opset));
     if (shared_->cpu) {
       st.cpu = ops::cpu::FindKernel(n, *opset);
+      st.alias = n.op_type == "Identity" && (n.domain.empty() || n.domain == "ai.onnx") &&
+                 n.inputs.size() == 1 && !n.inputs[0].empty() && n.outputs.size() == 1 &&
+                 !n.outputs[0].empty();
+      if (n.op_type == "Constant" && (n.domain.empty() || n.domain == "ai.onnx") &&
+          n.outputs.size() == 1 && !n.outputs[0].empty()) {
+        const ir::Attribute* a = n.attr("value");
+        if (a && a->type == ir::AttrType::kTensor && a->t.owned()) st.constant = &a->t;
+      }
       if (st.cpu) {
         st.slot = std::make_unique<ops::cpu::NodeSlot>();
         st.slot->provider = shared_->cpu.get();
@@ -335,6 +361,14 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
         sub_read[static_cast<size_t>(ids_.at(name))] = true;
   }
   for (const auto& [id, name] : outer_) sub_read[static_cast<size_t>(id)] = true;
+  // An Identity of a constant is constant (the weights torch shares between layers).
+  for (Step& st : steps_) {
+    if (!st.alias) continue;
+    if (is_output_[static_cast<size_t>(st.outputs[0])])
+      st.alias = false;
+    else if (is_const[static_cast<size_t>(st.inputs[0])])
+      is_const[static_cast<size_t>(st.outputs[0])] = true;
+  }
   nhwc_ok_.assign(nv, false);
   for (size_t v = 0; v < nv; ++v) {
     bool ok = !is_output_[v] && !sub_read[v] && !users[v].empty();
@@ -363,6 +397,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     return false;
   };
   std::vector<bool> absorbed(steps_.size(), false);
+  PlanPatterns(producer, users, is_const, sub_read, &absorbed);
   for (size_t s = 0; s < steps_.size(); ++s) {
     Step& st = steps_[s];
     if (st.cpu) {
@@ -418,6 +453,109 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     st.fused_output = v;
     st.residual = residual;
     for (size_t t : absorb) absorbed[t] = true;
+  }
+}
+
+// Offers every step to the cpu provider's pattern matchers (ops::cpu::AllPatterns) and keeps
+// the matches the runtime can honour: each absorbed step comes after the host, no value
+// computed inside the match (but its output) is read outside it or exposed (graph output,
+// subgraph read), every value it reads exists before the host runs, and no step belongs to two
+// matches. `taken` marks the steps of accepted matches (hosts included).
+void GraphExecutor::PlanPatterns(const std::vector<int>& producer,
+                                 const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
+                                 const std::vector<bool>& is_const,
+                                 const std::vector<bool>& sub_read, std::vector<bool>* taken) {
+  const auto patterns = ops::cpu::AllPatterns();
+  if (patterns.empty()) return;
+  class View final : public ops::cpu::GraphView {
+   public:
+    View(const GraphExecutor& e, const std::vector<int>& producer,
+         const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
+         const std::vector<bool>& is_const)
+        : e_(e), producer_(producer), users_(users), is_const_(is_const) {}
+    size_t num_steps() const override { return e_.steps_.size(); }
+    const ir::Node& node(size_t s) const override { return *e_.steps_[s].node; }
+    int64_t opset(size_t s) const override { return e_.steps_[s].opset; }
+    int input(size_t s, size_t i) const override {
+      const auto& in = e_.steps_[s].inputs;
+      return i < in.size() ? in[i] : -1;
+    }
+    int output(size_t s, size_t k) const override {
+      const auto& out = e_.steps_[s].outputs;
+      return k < out.size() ? out[k] : -1;
+    }
+    std::vector<size_t> readers(int v) const override {
+      std::vector<size_t> r;
+      if (v >= 0)
+        for (auto [s, i] : users_[static_cast<size_t>(v)]) r.push_back(s);
+      return r;
+    }
+    const Tensor* constant(int v) const override {
+      if (v < 0) return nullptr;
+      const int ps = producer_[static_cast<size_t>(v)];
+      if (ps < 0) {
+        if (!is_const_[static_cast<size_t>(v)]) return nullptr;
+        for (const auto& [cid, val] : e_.constants_)
+          if (cid == v && val.is_tensor()) return &val.tensor();
+        return nullptr;
+      }
+      const Step& p = e_.steps_[static_cast<size_t>(ps)];
+      if (p.alias) return constant(p.inputs[0]);
+      const ir::Node& n = *p.node;
+      const ir::Attribute* a =
+          n.op_type == "Constant" && (n.domain.empty() || n.domain == "ai.onnx") ? n.attr("value")
+                                                                                 : nullptr;
+      return a && a->type == ir::AttrType::kTensor ? &a->t : nullptr;
+    }
+
+   private:
+    const GraphExecutor& e_;
+    const std::vector<int>& producer_;
+    const std::vector<std::vector<std::pair<size_t, size_t>>>& users_;
+    const std::vector<bool>& is_const_;
+  };
+  View view(*this, producer, users, is_const);
+  for (size_t h = 0; h < steps_.size(); ++h) {
+    if ((*taken)[h]) continue;
+    for (const ops::cpu::Pattern& p : patterns) {
+      ops::cpu::PatternMatch m;
+      if (!p.match(view, h, &m) || !m.kernel || m.output < 0) continue;
+      std::set<size_t> in_match = {h};
+      bool ok = true;
+      for (size_t t : m.absorbed)
+        ok = ok && t > h && t < steps_.size() && !(*taken)[t] && in_match.insert(t).second;
+      bool writes_output = false;
+      for (size_t t : in_match) {
+        for (int o : steps_[t].outputs) {
+          if (o < 0) continue;
+          if (o == m.output) {
+            writes_output = true;
+            continue;
+          }
+          const size_t ou = static_cast<size_t>(o);
+          ok = ok && !is_output_[ou] && !sub_read[ou];
+          for (auto [r, i] : users[ou]) ok = ok && in_match.count(r);
+        }
+      }
+      for (int v : m.inputs)
+        ok = ok && (v < 0 || producer[static_cast<size_t>(v)] < static_cast<int>(h));
+      if (!ok || !writes_output) continue;
+      auto plan = std::make_unique<Step::PatternPlan>();
+      plan->name = p.name;
+      plan->kernel = m.kernel;
+      plan->absorbed = m.absorbed;
+      plan->inputs = m.inputs;
+      plan->output = m.output;
+      plan->slot = std::make_unique<ops::cpu::NodeSlot>();
+      plan->slot->provider = shared_->cpu.get();
+      plan->slot->reference = steps_[h].def;
+      plan->slot->params = m.params;
+      for (int v : m.inputs)
+        plan->slot->const_inputs.push_back(v >= 0 && is_const[static_cast<size_t>(v)]);
+      steps_[h].pattern = std::move(plan);
+      for (size_t t : in_match) (*taken)[t] = true;
+      break;
+    }
   }
 }
 
@@ -534,7 +672,60 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     };
     std::vector<Value> outs(st.outputs.size());
     bool ran = false;
-    if (st.cpu) {
+    if (fuse && st.pattern) {
+      // A pattern kernel computes this step and the steps it absorbed, or declines.
+      Step::PatternPlan& pp = *st.pattern;
+      ops::cpu::NodeSlot& slot = *pp.slot;
+      std::vector<const Value*> ins;
+      slot.in_layouts.clear();
+      for (int id : pp.inputs) {
+        ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+        slot.in_layouts.push_back(id < 0 ? Layout::kPlain : layouts[static_cast<size_t>(id)]);
+      }
+      slot.nhwc_ok.assign(1, false);
+      slot.fusion = {};
+      slot.declined = slot.fused = false;
+      slot.out_layouts.clear();
+      std::vector<Value> pouts(1);
+      ops::OpContext ctx(*st.node, st.opset, std::move(ins), &pouts);
+      ctx.set_pool(shared_->pool.get());
+      ctx.set_seed(shared_->seed);
+      FERRY_RETURN_IF_ERROR(pp.kernel->prepare(ctx, slot));
+      if (!slot.declined) {
+        out_ids = {pp.output};
+        ctx.set_allocator(alloc);
+        FERRY_RETURN_IF_ERROR(allocate_declared(ctx, &pouts));
+        pp.kernel->run(ctx, slot);
+        frame.values[static_cast<size_t>(pp.output)] = std::move(pouts[0]);
+        layouts[static_cast<size_t>(pp.output)] = Layout::kPlain;
+        for (size_t t : pp.absorbed) {
+          skip[t] = true;
+          steps_[t].provider = "fused";
+          steps_[t].fused_into = static_cast<int>(s);
+        }
+        st.provider = "cpu (" + std::string(pp.name) + ")";
+        ran = true;
+      }
+    }
+    if (st.constant && cpu_on && !ran && !is_output_[static_cast<size_t>(st.outputs[0])]) {
+      frame.values[static_cast<size_t>(st.outputs[0])] = Value(*st.constant);  // shared
+      layouts[static_cast<size_t>(st.outputs[0])] = Layout::kPlain;
+      st.provider = "cpu";
+      ran = true;
+    }
+    if (st.alias && cpu_on && !ran) {
+      // Identity of an owned tensor (an initializer, a graph input): share it, no copy. Views
+      // (arena slots) are copied: their slot may be reused after the input's last reader.
+      const size_t in = static_cast<size_t>(st.inputs[0]), out = static_cast<size_t>(st.outputs[0]);
+      const Value& v = frame.values[in];
+      if (v.is_tensor() && v.tensor().owned()) {
+        frame.values[out] = v;
+        layouts[out] = layouts[in];
+        st.provider = "cpu";
+        ran = true;
+      }
+    }
+    if (st.cpu && !ran) {
       ops::cpu::NodeSlot& slot = *st.slot;
       std::vector<const Value*> ins;
       for (int id : st.inputs)
@@ -631,7 +822,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         frame.values[static_cast<size_t>(st.outputs[k])] = std::move(outs[k]);
         if (cpu_on) layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
       }
-      if (!st.cpu) st.provider = "reference";
+      if (!st.cpu) st.provider = st.alias || st.constant ? "reference (cpu declined)" : "reference";
     }
     if (opts && opts->observer)
       for (size_t k = 0; k < st.outputs.size(); ++k)
@@ -707,7 +898,7 @@ std::vector<NodeReport> GraphExecutor::Report() const {
     NodeReport r;
     r.name = st.node->name;
     r.op_type = st.node->op_type;
-    r.planned = st.cpu ? "cpu" : "reference";
+    r.planned = st.cpu || st.alias || st.constant ? "cpu" : "reference";
     r.provider = st.provider.empty() ? r.planned : st.provider;
     if (st.provider == "fused" && st.fused_into >= 0)
       r.fused_into = steps_[static_cast<size_t>(st.fused_into)].node->name;

@@ -10,7 +10,8 @@
 // Providers: with provider "cpu" (the default) each node whose op has a kernel in ops/cpu/
 // that accepts it runs that kernel; the kernel may decline at prepare time (dtype, shape) and
 // the node then runs its reference kernel for that run. cpu kernels keep pre-packed weights
-// across runs, may absorb a following Add/Relu/Clip (fusion) and may keep activations
+// across runs, may absorb a following Add/Relu/Clip (fusion) or a whole matched subgraph
+// (pattern kernels, e.g. a decomposed LayerNorm) and may keep activations
 // channels-last between cpu nodes; reference kernels, graph outputs and observers always see
 // plain tensors, and a run with an observer runs every node unfused. Provider "reference" runs
 // every node's reference kernel (the spec).

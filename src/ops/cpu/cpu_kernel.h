@@ -67,6 +67,7 @@ struct NodeSlot {
   // Set by the kernel's prepare:
   bool declined = false;            // run the reference kernel instead (this run)
   bool fused = false;               // `fusion` was accepted
+  std::vector<float> params;        // a pattern kernel's parameters (PatternMatch::params)
   std::vector<Layout> out_layouts;  // layout of each output (default kPlain)
   std::unique_ptr<KernelState> state;
 };
@@ -89,6 +90,43 @@ struct KernelDef {
 // The kernel for (domain, op, opset) whose `accepts` takes the node, or null.
 const KernelDef* FindKernel(const ir::Node& node, int64_t opset);
 std::span<const KernelDef* const> AllKernels();
+
+// Pattern fusion: a cpu kernel that computes a whole subgraph (e.g. the decomposed LayerNorm
+// torch exports) in one pass. At session build the runtime offers each step to every Pattern's
+// matcher through a read-only GraphView of the steps (execution order) and their values (ids);
+// a match names the steps it computes, the values it reads and the one value it writes. The
+// runtime accepts it only if no absorbed step's output is read outside the match or exposed
+// (graph output, subgraph read), and every value read is available when the host (first) step
+// runs. At run time the match's kernel runs at the host step with `inputs` as its inputs (the
+// OpContext's node is the host's) and `params` in NodeSlot::params; when it declines, the
+// steps run one by one. Runs with an observer never use patterns.
+class GraphView {
+ public:
+  virtual ~GraphView() = default;
+  virtual size_t num_steps() const = 0;
+  virtual const ir::Node& node(size_t step) const = 0;
+  virtual int64_t opset(size_t step) const = 0;
+  virtual int input(size_t step, size_t i) const = 0;  // value id, -1 when absent
+  virtual int output(size_t step, size_t k) const = 0;
+  virtual std::vector<size_t> readers(int value) const = 0;  // steps reading it, in order
+  // A constant's data (initializer, Constant node's `value`, Identity of one), else null.
+  virtual const Tensor* constant(int value) const = 0;
+};
+
+struct PatternMatch {
+  const KernelDef* kernel = nullptr;  // computes the whole match (prepare / run as any kernel)
+  std::vector<size_t> absorbed;       // steps computed by it, besides the host
+  std::vector<int> inputs;            // values it reads (-1: an absent optional input)
+  int output = -1;                    // the value it writes
+  std::vector<float> params;
+};
+
+struct Pattern {
+  std::string_view name;
+  // Whether the subgraph starting at step `host` is this pattern; fills `m` when it is.
+  bool (*match)(const GraphView& g, size_t host, PatternMatch* m);
+};
+std::span<const Pattern> AllPatterns();
 
 // Session-wide resources. `threads` is the number of threads the provider's kernels use
 // (oneDNN runs on OpenMP; the calling thread is one of them).

@@ -1,44 +1,46 @@
-// cpu kernels: float32 Relu, Clip, Add, Sub, Mul on the provider's threads, layout-preserving
-// (a channels-last input gives a channels-last output when every reader accepts it).
-// Binary ops take equal shapes (any layout, both the same) or one plain operand broadcast along
-// the rows of the other ([..., K] op [K], [K] op [..., K], scalars); other shapes decline.
+// cpu kernels: float32 elementwise ops on the provider's threads, on the row kernels of vec.h.
+//
+// Unary (Relu, Clip, Sqrt, Exp, Neg, Reciprocal, Abs, Tanh, Sigmoid, Erf) are
+// layout-preserving: a channels-last input gives a channels-last output when every reader
+// accepts it. Binary (Add, Sub, Mul, Div, Pow) take full numpy (multidirectional)
+// broadcasting on plain operands, or equal shapes in any (shared) layout. The broadcast is
+// planned once per shape pair: dims of size 1 in the output are dropped, adjacent dims that
+// broadcast the same way are merged, and the run walks the output as rows of the innermost
+// merged dim, each row one vectorized call (both operands advancing, or one held fixed).
+// Pow with a scalar exponent of 2, 1 or 0.5 runs as x*x, a copy or sqrt; other exponents call
+// std::pow. Work is split over the threads in fixed contiguous chunks of the output (so results
+// do not depend on timing) when the output is large enough to pay for it.
 #include <algorithm>
 #include <limits>
 
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/vec.h"
 
 namespace ferry::ops::cpu {
 
 namespace {
 
-enum class Unary { kRelu, kClip };
-enum class Binary { kAdd, kSub, kMul };
+// Below this many output elements a node runs on one thread.
+constexpr int64_t kParallelMin = 1 << 15;
 
 struct EltState : KernelState {
-  float lo = 0, hi = 0;
-  int64_t inner = 0;     // binary: the small operand's element count (it repeats every `inner`)
-  bool swapped = false;  // binary: A is the small (broadcast) operand, B the full one
+  StateKey key;
+  float lo = 0, hi = 0;  // Clip bounds
+  UnOp unary = UnOp::kCopy;
+  // Binary: the merged output dims (outer first) and each operand's element stride per dim
+  // (0 where it broadcasts). The innermost dim is the row.
+  std::vector<int64_t> dims, sa, sb;
+  int64_t total = 0;
+  bool as_unary = false;  // Pow with a special scalar exponent: `unary` on A
+  Shape out_shape;
 };
-
-// Whether `small`, left-padded with 1s to `full`'s rank, is all 1s followed by `full`'s
-// trailing dims (so it repeats every small.size() elements of `full`).
-bool TrailingBroadcast(const Shape& full, const Shape& small) {
-  if (small.size() > full.size()) return false;
-  Shape bs(full.size() - small.size(), 1);
-  bs.insert(bs.end(), small.begin(), small.end());
-  size_t first = 0;
-  while (first < bs.size() && bs[first] == 1 && full[first] != 1) ++first;
-  for (size_t d = first; d < bs.size(); ++d)
-    if (bs[d] != full[d]) return false;
-  return true;
-}
 
 Layout InLayout(const NodeSlot& slot, size_t i) {
   return slot.in_layouts.size() > i ? slot.in_layouts[i] : Layout::kPlain;
 }
 
-// The output takes the input's layout when allowed; a channels-last input whose output must be
+// The output takes the input's layout when allowed; a non-plain input whose output must be
 // plain declines (the runtime converts it first).
 bool PickLayout(NodeSlot& slot, Layout in) {
   const bool ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
@@ -47,9 +49,19 @@ bool PickLayout(NodeSlot& slot, Layout in) {
   return true;
 }
 
-template <Unary kOp>
+bool FloatInput(const OpContext& ctx, size_t i) {
+  return ctx.has_input(i) && ctx.input_is_tensor(i) && ctx.input(i).dtype() == DType::kFloat;
+}
+
+// Runs a unary row kernel over n elements, split over the threads when large.
+void RunRows(UnOp op, const float* x, float* y, int64_t n, float lo, float hi) {
+  const VecOps::UnaryRow f = Vec().unary[static_cast<int>(op)];
+  ParallelRange(n, kParallelMin, [&](int64_t b, int64_t e) { f(x + b, y + b, e - b, lo, hi); });
+}
+
+template <UnOp kOp>
 Status PrepareUnary(OpContext& ctx, NodeSlot& slot) {
-  if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() != DType::kFloat) {
+  if (!FloatInput(ctx, 0)) {
     slot.declined = true;
     return Status::Ok();
   }
@@ -58,7 +70,8 @@ Status PrepareUnary(OpContext& ctx, NodeSlot& slot) {
     slot.state = std::make_unique<EltState>();
   }
   auto* st = static_cast<EltState*>(slot.state.get());
-  if constexpr (kOp == Unary::kClip) {
+  st->unary = kOp;
+  if constexpr (kOp == UnOp::kClip) {
     st->lo = -std::numeric_limits<float>::infinity();
     st->hi = std::numeric_limits<float>::infinity();
     if (ctx.opset() < 11) {
@@ -67,8 +80,7 @@ Status PrepareUnary(OpContext& ctx, NodeSlot& slot) {
     } else {
       for (size_t i = 1; i < 3; ++i) {
         if (!ctx.has_input(i)) continue;
-        if (!ctx.input_is_tensor(i) || ctx.input(i).dtype() != DType::kFloat ||
-            ctx.input(i).size() != 1) {
+        if (!FloatInput(ctx, i) || ctx.input(i).size() != 1) {
           slot.declined = true;
           return Status::Ok();
         }
@@ -84,98 +96,163 @@ Status PrepareUnary(OpContext& ctx, NodeSlot& slot) {
   return Status::Ok();
 }
 
-template <Unary kOp>
 void RunUnary(OpContext& ctx, NodeSlot& slot) {
   const auto* st = static_cast<const EltState*>(slot.state.get());
-  const float* x = ctx.input(0).data<float>();
-  float* y = ctx.output(0).data<float>();
-  const float lo = st->lo, hi = st->hi;
-  ParallelRange(ctx.input(0).size(), 1 << 14, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      if constexpr (kOp == Unary::kRelu)
-        y[i] = x[i] < 0.f ? 0.f : x[i];
-      else
-        y[i] = std::min(std::max(x[i], lo), hi);
-    }
-  });
+  RunRows(st->unary, ctx.input(0).data<float>(), ctx.output(0).data<float>(), ctx.input(0).size(),
+          st->lo, st->hi);
 }
 
-template <Binary kOp>
+// Plans the broadcast of a (shape sa) op b (shape sb) into `out`.
+void PlanBroadcast(const Shape& a, const Shape& b, const Shape& out, EltState* st) {
+  const size_t r = out.size();
+  auto padded = [&](const Shape& s, size_t d) {
+    const size_t lead = r - s.size();
+    return d < lead ? int64_t{1} : s[d - lead];
+  };
+  std::vector<int64_t> dims;
+  std::vector<std::pair<bool, bool>> moves;  // (a advances, b advances) per merged dim
+  for (size_t d = 0; d < r; ++d) {
+    if (out[d] == 1) continue;
+    const std::pair<bool, bool> mv{padded(a, d) != 1, padded(b, d) != 1};
+    if (!dims.empty() && moves.back() == mv) {
+      dims.back() *= out[d];
+    } else {
+      dims.push_back(out[d]);
+      moves.push_back(mv);
+    }
+  }
+  if (dims.empty()) {  // every dim is 1: one element
+    dims.push_back(1);
+    moves.push_back({true, true});
+  }
+  st->dims = dims;
+  st->sa.assign(dims.size(), 0);
+  st->sb.assign(dims.size(), 0);
+  int64_t acc_a = 1, acc_b = 1;
+  for (size_t k = dims.size(); k-- > 0;) {
+    if (moves[k].first) {
+      st->sa[k] = acc_a;
+      acc_a *= dims[k];
+    }
+    if (moves[k].second) {
+      st->sb[k] = acc_b;
+      acc_b *= dims[k];
+    }
+  }
+  st->total = NumElements(out);
+}
+
+template <BinOp kOp>
 Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
-  if (!ctx.input_is_tensor(0) || !ctx.input_is_tensor(1) || ctx.input(0).dtype() != DType::kFloat ||
-      ctx.input(1).dtype() != DType::kFloat) {
+  if (!FloatInput(ctx, 0) || !FloatInput(ctx, 1)) {
     slot.declined = true;
     return Status::Ok();
   }
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   const Layout la = InLayout(slot, 0), lb = InLayout(slot, 1);
-  int64_t inner = 0;
-  bool swapped = false;
-  const bool plain = la == Layout::kPlain && lb == Layout::kPlain;
-  if (a.shape() == b.shape() && la == lb) {
-    inner = a.size();
-  } else if (plain && b.size() >= 1 && TrailingBroadcast(a.shape(), b.shape())) {
-    inner = b.size();
-  } else if (plain && a.size() >= 1 && TrailingBroadcast(b.shape(), a.shape())) {
-    inner = a.size();
-    swapped = true;
-  }
-  if (inner == 0 || !PickLayout(slot, la)) {
+  const bool same = a.shape() == b.shape() && la == lb;
+  if ((!same && (la != Layout::kPlain || lb != Layout::kPlain)) || !PickLayout(slot, la)) {
     slot.declined = true;
     return Status::Ok();
   }
-  if (!slot.state) {
-    FERRY_RETURN_IF_ERROR(ReferenceDeclare(ctx, slot, 2).status());
-    slot.state = std::make_unique<EltState>();
+  auto* st = static_cast<EltState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 2));
+    auto fresh = std::make_unique<EltState>();
+    fresh->key = std::move(key);
+    fresh->out_shape = decl[0].shape;
+    if (same)
+      PlanBroadcast({NumElements(a.shape())}, {NumElements(a.shape())}, {NumElements(a.shape())},
+                    fresh.get());
+    else
+      PlanBroadcast(a.shape(), b.shape(), fresh->out_shape, fresh.get());
+    slot.state = std::move(fresh);
+    st = static_cast<EltState*>(slot.state.get());
   }
-  static_cast<EltState*>(slot.state.get())->inner = inner;
-  static_cast<EltState*>(slot.state.get())->swapped = swapped;
-  ctx.set_output(0, DType::kFloat, swapped ? b.shape() : a.shape());
+  st->as_unary = false;
+  if constexpr (kOp == BinOp::kPow) {
+    // A scalar exponent (read every run): pick the special case.
+    if (b.size() == 1 && st->out_shape == a.shape()) {
+      const float e = b.data<float>()[0];
+      st->as_unary = e == 2.f || e == 1.f || e == 0.5f;
+      st->unary = e == 2.f ? UnOp::kSquare : (e == 1.f ? UnOp::kCopy : UnOp::kPowHalf);
+    }
+  }
+  ctx.set_output(0, DType::kFloat, st->out_shape);
   return Status::Ok();
 }
 
-template <Binary kOp>
+template <BinOp kOp>
 void RunBinary(OpContext& ctx, NodeSlot& slot) {
   const auto* st = static_cast<const EltState*>(slot.state.get());
-  const int64_t inner = st->inner;
   const float* a = ctx.input(0).data<float>();
   const float* b = ctx.input(1).data<float>();
   float* y = ctx.output(0).data<float>();
-  const int64_t n = ctx.output(0).size();
-  auto op = [](float p, float q) {
-    if constexpr (kOp == Binary::kAdd) return p + q;
-    if constexpr (kOp == Binary::kSub) return p - q;
-    return p * q;
-  };
-  if (inner == n) {
-    ParallelRange(n, 1 << 14, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) y[i] = op(a[i], b[i]);
-    });
+  if (st->total == 0) return;
+  if (st->as_unary) {
+    RunRows(st->unary, a, y, st->total, 0.f, 0.f);
     return;
   }
-  const int64_t rows = n / inner;
-  const bool swapped = st->swapped;
-  ParallelRange(rows, std::max<int64_t>(1, (1 << 14) / inner), [&](int64_t s, int64_t e) {
-    for (int64_t r = s; r < e; ++r) {
-      float* yr = y + r * inner;
-      if (swapped) {
-        const float* br = b + r * inner;
-        for (int64_t i = 0; i < inner; ++i) yr[i] = op(a[i], br[i]);
-      } else {
-        const float* ar = a + r * inner;
-        for (int64_t i = 0; i < inner; ++i) yr[i] = op(ar[i], b[i]);
+  const auto& rows = Vec().binary[static_cast<int>(kOp)];
+  const size_t nd = st->dims.size();
+  const int64_t inner = st->dims[nd - 1];
+  const int64_t ia = st->sa[nd - 1], ib = st->sb[nd - 1];
+  const VecOps::BinaryRow row =
+      rows[static_cast<int>(ia && ib ? RowKind::kVV : (ia ? RowKind::kVS : RowKind::kSV))];
+  // Walks output elements [s, e): row by row, the outer index kept as an odometer.
+  auto walk = [&](int64_t s, int64_t e) {
+    int64_t r = s / inner, c = s % inner;
+    std::vector<int64_t> idx(nd, 0);
+    int64_t oa = 0, ob = 0;
+    for (size_t k = nd - 1, q = static_cast<size_t>(r); k-- > 0;) {
+      idx[k] = static_cast<int64_t>(q) % st->dims[k];
+      q /= static_cast<size_t>(st->dims[k]);
+      oa += idx[k] * st->sa[k];
+      ob += idx[k] * st->sb[k];
+    }
+    int64_t pos = s;
+    while (pos < e) {
+      const int64_t len = std::min(inner - c, e - pos);
+      row(a + oa + c * ia, b + ob + c * ib, y + pos, len);
+      pos += len;
+      c = 0;
+      for (size_t k = nd - 1; k-- > 0;) {  // next row
+        oa += st->sa[k];
+        ob += st->sb[k];
+        if (++idx[k] < st->dims[k]) break;
+        oa -= idx[k] * st->sa[k];
+        ob -= idx[k] * st->sb[k];
+        idx[k] = 0;
       }
     }
-  });
+  };
+  ParallelRange(st->total, kParallelMin, walk);
 }
 
+constexpr uint32_t kAnyLayout = 0b11;
+
 constexpr KernelDef kKernels[] = {
-    {"", "Relu", 6, 1000, nullptr, 0b1, 0, PrepareUnary<Unary::kRelu>, RunUnary<Unary::kRelu>},
-    {"", "Clip", 6, 1000, nullptr, 0b1, 0, PrepareUnary<Unary::kClip>, RunUnary<Unary::kClip>},
-    {"", "Add", 7, 1000, nullptr, 0b11, 0, PrepareBinary<Binary::kAdd>, RunBinary<Binary::kAdd>},
-    {"", "Sub", 7, 1000, nullptr, 0b11, 0, PrepareBinary<Binary::kSub>, RunBinary<Binary::kSub>},
-    {"", "Mul", 7, 1000, nullptr, 0b11, 0, PrepareBinary<Binary::kMul>, RunBinary<Binary::kMul>},
+    {"", "Relu", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kRelu>, RunUnary},
+    {"", "Clip", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kClip>, RunUnary},
+    {"", "Sqrt", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kSqrt>, RunUnary},
+    {"", "Exp", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kExp>, RunUnary},
+    {"", "Neg", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kNeg>, RunUnary},
+    {"", "Reciprocal", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kReciprocal>, RunUnary},
+    {"", "Abs", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kAbs>, RunUnary},
+    {"", "Tanh", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kTanh>, RunUnary},
+    {"", "Sigmoid", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kSigmoid>, RunUnary},
+    {"", "Erf", 9, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kErf>, RunUnary},
+    {"", "Add", 7, 1000, nullptr, kAnyLayout, 0, PrepareBinary<BinOp::kAdd>,
+     RunBinary<BinOp::kAdd>},
+    {"", "Sub", 7, 1000, nullptr, kAnyLayout, 0, PrepareBinary<BinOp::kSub>,
+     RunBinary<BinOp::kSub>},
+    {"", "Mul", 7, 1000, nullptr, kAnyLayout, 0, PrepareBinary<BinOp::kMul>,
+     RunBinary<BinOp::kMul>},
+    {"", "Div", 7, 1000, nullptr, kAnyLayout, 0, PrepareBinary<BinOp::kDiv>,
+     RunBinary<BinOp::kDiv>},
+    {"", "Pow", 7, 1000, nullptr, 0b11, 0, PrepareBinary<BinOp::kPow>, RunBinary<BinOp::kPow>},
 };
 
 }  // namespace

@@ -10,12 +10,15 @@ namespace ferry::ops::cpu {
 
 std::span<const KernelDef> ConvKernels();  // conv.cc: Conv (oneDNN)
 std::span<const KernelDef> PoolKernels();  // pool.cc: MaxPool, AveragePool, GlobalAveragePool
-std::span<const KernelDef> ElementwiseKernels();   // elementwise.cc: Relu, Clip, Add...
-std::span<const KernelDef> MatMulKernels();        // matmul.cc: MatMul, Gemm (oneDNN)
-std::span<const KernelDef> RnnKernels();           // rnn.cc: GRU, LSTM (own GEMM + gate math)
-std::span<const KernelDef> DataMovementKernels();  // data_movement.cc: Gather, Transpose
-std::span<const KernelDef> ConcatKernels();        // concat.cc: Concat (any layout)
-std::span<const KernelDef> BatchNormKernels();     // batchnorm.cc: BatchNormalization (inference)
+std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
+std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
+std::span<const KernelDef> NormKernels();  // norm.cc: Softmax, ReduceMean/Sum, LayerNormalization
+std::span<const Pattern> NormPatterns();   // norm.cc: decomposed LayerNorm
+std::span<const KernelDef> MovementKernels();   // movement.cc: Transpose, Slice
+std::span<const KernelDef> GatherKernels();     // gather.cc: Gather
+std::span<const KernelDef> RnnKernels();        // rnn.cc: GRU, LSTM (own GEMM + gate math)
+std::span<const KernelDef> ConcatKernels();     // concat.cc: Concat (any layout)
+std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalization (inference)
 
 // Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
 void SetRnnScalarOnlyForTesting(bool on);

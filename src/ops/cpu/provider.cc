@@ -46,8 +46,8 @@ namespace {
 std::vector<const KernelDef*> BuildTable() {
   std::vector<const KernelDef*> all;
   const std::span<const KernelDef> families[] = {
-      ConvKernels(), PoolKernels(),         ElementwiseKernels(), MatMulKernels(),
-      RnnKernels(),  DataMovementKernels(), ConcatKernels(),      BatchNormKernels()};
+      ConvKernels(), PoolKernels(),     ElementwiseKernels(), MatMulKernels(), NormKernels(),
+      RnnKernels(),  MovementKernels(), GatherKernels(),      ConcatKernels(), BatchNormKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;
@@ -58,6 +58,10 @@ std::vector<const KernelDef*> BuildTable() {
 std::span<const KernelDef* const> AllKernels() {
   static const std::vector<const KernelDef*> table = BuildTable();
   return table;
+}
+
+std::span<const Pattern> AllPatterns() {
+  return NormPatterns();
 }
 
 const KernelDef* FindKernel(const ir::Node& node, int64_t opset) {

@@ -1,0 +1,223 @@
+// cpu kernels: Transpose and Slice (any fixed-size dtype) as one strided copy.
+//
+// Both describe the output as dims with, per dim, the input element stride (Transpose: the
+// permuted input strides; Slice: step x input stride, starting at the first selected element).
+// The copy drops dims of size 1, merges dims that stay contiguous in the input, and walks the
+// output row by row: a memcpy when the innermost input stride is 1, a strided gather otherwise.
+// Large copies are split over the threads in fixed contiguous chunks of output rows.
+// Slice follows the ONNX clamping rules (negative starts/ends count from the end, negative
+// steps walk backwards) and declines if its shape disagrees with the reference's.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+constexpr int64_t kParallelMinBytes = 1 << 18;
+
+struct CopyState : KernelState {
+  std::vector<int64_t> dims, strides;  // merged output dims (outer first), input strides
+  int64_t offset = 0;                  // first input element
+  size_t elem = 0;                     // bytes per element
+  Shape out_shape;
+};
+
+// Drops size-1 dims and merges dim k into k+1 when the input is contiguous across them.
+void Simplify(std::vector<int64_t>* dims, std::vector<int64_t>* strides) {
+  std::vector<int64_t> d, s;
+  for (size_t k = 0; k < dims->size(); ++k) {
+    if ((*dims)[k] == 1) continue;
+    if (!d.empty() && s.back() == (*strides)[k] * (*dims)[k]) {
+      d.back() *= (*dims)[k];
+      s.back() = (*strides)[k];
+    } else {
+      d.push_back((*dims)[k]);
+      s.push_back((*strides)[k]);
+    }
+  }
+  if (d.empty()) {
+    d.push_back(1);
+    s.push_back(1);
+  }
+  *dims = std::move(d);
+  *strides = std::move(s);
+}
+
+std::vector<int64_t> RowMajorStrides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t k = s.size(); k-- > 1;) st[k - 1] = st[k] * s[k];
+  return st;
+}
+
+template <typename T>
+void GatherRow(const T* src, int64_t stride, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
+}
+
+void CopyRows(const CopyState& st, const std::byte* src, std::byte* dst, int64_t r0, int64_t r1) {
+  const size_t nd = st.dims.size();
+  const int64_t inner = st.dims[nd - 1], is = st.strides[nd - 1];
+  const size_t e = st.elem;
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = st.offset;
+  for (size_t k = nd - 1, q = static_cast<size_t>(r0); k-- > 0;) {
+    idx[k] = static_cast<int64_t>(q % static_cast<size_t>(st.dims[k]));
+    q /= static_cast<size_t>(st.dims[k]);
+    off += idx[k] * st.strides[k];
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const std::byte* s = src + off * static_cast<int64_t>(e);
+    std::byte* d = dst + r * inner * static_cast<int64_t>(e);
+    if (is == 1) {
+      std::memcpy(d, s, static_cast<size_t>(inner) * e);
+    } else if (e == 4) {
+      GatherRow(reinterpret_cast<const uint32_t*>(s), is, reinterpret_cast<uint32_t*>(d), inner);
+    } else if (e == 8) {
+      GatherRow(reinterpret_cast<const uint64_t*>(s), is, reinterpret_cast<uint64_t*>(d), inner);
+    } else if (e == 2) {
+      GatherRow(reinterpret_cast<const uint16_t*>(s), is, reinterpret_cast<uint16_t*>(d), inner);
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(d + i * static_cast<int64_t>(e), s + i * is * static_cast<int64_t>(e), e);
+    }
+    for (size_t k = nd - 1; k-- > 0;) {
+      off += st.strides[k];
+      if (++idx[k] < st.dims[k]) break;
+      off -= idx[k] * st.strides[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+void RunCopy(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const CopyState*>(slot.state.get());
+  const auto* src = static_cast<const std::byte*>(ctx.input(0).raw());
+  auto* dst = static_cast<std::byte*>(ctx.output(0).raw());
+  if (NumElements(st->out_shape) == 0) return;
+  const int64_t inner = st->dims.back();
+  const int64_t rows = NumElements(st->out_shape) / inner;
+  const int64_t row_bytes = inner * static_cast<int64_t>(st->elem);
+  ParallelRange(rows, std::max<int64_t>(1, kParallelMinBytes / std::max<int64_t>(1, row_bytes)),
+                [&](int64_t b, int64_t e) { CopyRows(*st, src, dst, b, e); });
+}
+
+bool Copyable(const OpContext& ctx, const NodeSlot& slot) {
+  return ctx.input_is_tensor(0) && ctx.input(0).dtype() != DType::kString &&
+         (slot.in_layouts.empty() || slot.in_layouts[0] == Layout::kPlain);
+}
+
+Status Install(OpContext& ctx, NodeSlot& slot, std::unique_ptr<CopyState> st) {
+  Simplify(&st->dims, &st->strides);
+  ctx.set_output(0, ctx.input(0).dtype(), st->out_shape);
+  slot.out_layouts.assign(1, Layout::kPlain);
+  slot.state = std::move(st);
+  return Status::Ok();
+}
+
+Status PrepareTranspose(OpContext& ctx, NodeSlot& slot) {
+  if (!Copyable(ctx, slot)) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 1));
+  const Shape& in = ctx.input(0).shape();
+  std::vector<int64_t> perm = ctx.attr_ints("perm");
+  if (perm.empty())
+    for (size_t k = in.size(); k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+  auto st = std::make_unique<CopyState>();
+  st->out_shape = decl[0].shape;
+  st->elem = DTypeSize(ctx.input(0).dtype());
+  const std::vector<int64_t> is = RowMajorStrides(in);
+  for (size_t k = 0; k < perm.size(); ++k) {
+    st->dims.push_back(in[static_cast<size_t>(perm[k])]);
+    st->strides.push_back(is[static_cast<size_t>(perm[k])]);
+  }
+  return Install(ctx, slot, std::move(st));
+}
+
+Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
+  if (!Copyable(ctx, slot)) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
+  const Shape& in = ctx.input(0).shape();
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset() < 10) {
+    starts = ctx.attr_ints("starts");
+    ends = ctx.attr_ints("ends");
+    axes = ctx.attr_ints("axes");
+  } else {
+    auto ints = [&](size_t i) {
+      return ctx.has_input(i) && ctx.input_is_tensor(i) ? ctx.input(i).ToInt64Vector()
+                                                        : std::vector<int64_t>();
+    };
+    starts = ints(1);
+    ends = ints(2);
+    axes = ints(3);
+    steps = ints(4);
+  }
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  std::vector<int64_t> start(in.size(), 0), step(in.size(), 1);
+  Shape out = in;
+  for (size_t i = 0; i < starts.size() && i < ends.size() && i < axes.size() && i < steps.size();
+       ++i) {
+    const int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (ax < 0 || ax >= rank || steps[i] == 0) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    const int64_t dim = in[static_cast<size_t>(ax)];
+    int64_t s = starts[i], e = ends[i];
+    const int64_t p = steps[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (p > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    const int64_t n =
+        p > 0 ? (e > s ? (e - s + p - 1) / p : 0) : (s > e ? (s - e - p - 1) / -p : 0);
+    start[static_cast<size_t>(ax)] = s;
+    step[static_cast<size_t>(ax)] = p;
+    out[static_cast<size_t>(ax)] = n;
+  }
+  if (out != decl[0].shape) {  // not the reference's reading: let it run
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto st = std::make_unique<CopyState>();
+  st->out_shape = out;
+  st->elem = DTypeSize(ctx.input(0).dtype());
+  const std::vector<int64_t> is = RowMajorStrides(in);
+  for (size_t k = 0; k < in.size(); ++k) {
+    st->dims.push_back(out[k]);
+    st->strides.push_back(step[k] * is[k]);
+    if (out[k] > 0) st->offset += start[k] * is[k];
+  }
+  return Install(ctx, slot, std::move(st));
+}
+
+constexpr KernelDef kKernels[] = {
+    {"", "Transpose", 1, 1000, nullptr, 0, 0, PrepareTranspose, RunCopy},
+    {"", "Slice", 1, 1000, nullptr, 0, 0, PrepareSlice, RunCopy},
+};
+
+}  // namespace
+
+std::span<const KernelDef> MovementKernels() {
+  return kKernels;
+}
+
+}  // namespace ferry::ops::cpu

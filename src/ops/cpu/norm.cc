@@ -1,0 +1,368 @@
+// cpu kernels: float32 Softmax, ReduceMean / ReduceSum over trailing axes, LayerNormalization,
+// on the row kernels of vec.h.
+//
+// Softmax: opset 1-12 coerces the input to 2-D at `axis` (rows of prod(dims[axis:])); opset 13+
+// works along one axis. A contiguous row (the last axis, or any legacy split) is the fast path;
+// an inner axis is gathered into a row, computed and scattered back.
+// ReduceMean / ReduceSum: the reduced axes must be the trailing ones (after dropping nothing:
+// e.g. axes [-1] or [-2,-1]); other reductions decline. keepdims either way.
+// LayerNormalization (opset 17): one normalized row of prod(dims[axis:]); Scale and B of that
+// many elements (or one); the optional Mean / InvStdDev outputs decline.
+// Rows are split over the threads in fixed contiguous blocks when the tensor is large.
+#include <algorithm>
+#include <vector>
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+#include "ops/cpu/vec.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;  // elements
+
+struct RowState : KernelState {
+  int64_t outer = 1, n = 1, inner = 1;  // [outer, n, inner]: the op works along n
+  float eps = 0;
+  bool mean = false;  // ReduceMean (else ReduceSum)
+};
+
+bool PlainFloat(const OpContext& ctx, const NodeSlot& slot, size_t i) {
+  return ctx.has_input(i) && ctx.input_is_tensor(i) && ctx.input(i).dtype() == DType::kFloat &&
+         (slot.in_layouts.size() <= i || slot.in_layouts[i] == Layout::kPlain);
+}
+
+RowState* Fresh(NodeSlot& slot) {
+  slot.state = std::make_unique<RowState>();
+  return static_cast<RowState*>(slot.state.get());
+}
+
+// Splits rows [0, rows) of `row_elems` elements each over the threads.
+template <typename F>
+void ForRows(int64_t rows, int64_t row_elems, F&& fn) {
+  ParallelRange(rows, std::max<int64_t>(1, kParallelMin / std::max<int64_t>(1, row_elems)), fn);
+}
+
+Status PrepareSoftmax(OpContext& ctx, NodeSlot& slot) {
+  if (!PlainFloat(ctx, slot, 0) || ctx.input(0).size() == 0 || ctx.input(0).rank() == 0) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 1));
+  const Shape& s = ctx.input(0).shape();
+  const int64_t rank = static_cast<int64_t>(s.size());
+  const bool legacy = ctx.opset() < 13;
+  int64_t axis = ctx.attr_int("axis", legacy ? 1 : -1);
+  if (axis < 0) axis += rank;
+  RowState* st = Fresh(slot);
+  const size_t a = static_cast<size_t>(std::min(axis, rank));
+  st->outer = NumElements(Shape(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(a)));
+  const Shape rest(s.begin() + static_cast<std::ptrdiff_t>(a), s.end());
+  if (legacy) {
+    st->n = NumElements(rest);
+  } else {
+    st->n = s[a];
+    st->inner = NumElements(Shape(rest.begin() + 1, rest.end()));
+  }
+  slot.out_layouts.assign(1, Layout::kPlain);
+  ctx.set_output(0, DType::kFloat, decl[0].shape);
+  return Status::Ok();
+}
+
+void RunSoftmax(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const RowState*>(slot.state.get());
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const auto softmax = Vec().softmax;
+  const int64_t n = st->n, inner = st->inner;
+  if (inner == 1) {
+    ForRows(st->outer, n, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) softmax(x + r * n, y + r * n, n);
+    });
+    return;
+  }
+  ForRows(st->outer * inner, n, [&](int64_t b, int64_t e) {
+    std::vector<float> row(static_cast<size_t>(2 * n));
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t base = (r / inner) * n * inner + r % inner;
+      for (int64_t k = 0; k < n; ++k) row[static_cast<size_t>(k)] = x[base + k * inner];
+      softmax(row.data(), row.data() + n, n);
+      for (int64_t k = 0; k < n; ++k) y[base + k * inner] = row[static_cast<size_t>(n + k)];
+    }
+  });
+}
+
+template <bool kMean>
+Status PrepareReduce(OpContext& ctx, NodeSlot& slot) {
+  if (!PlainFloat(ctx, slot, 0) || ctx.input(0).rank() == 0) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  const Shape& s = ctx.input(0).shape();
+  const int64_t rank = static_cast<int64_t>(s.size());
+  const int64_t axes_input_opset = kMean ? 18 : 13;
+  std::vector<int64_t> axes;
+  if (ctx.opset() >= axes_input_opset) {
+    if (ctx.has_input(1)) {
+      if (!ctx.input_is_tensor(1) || ctx.input(1).dtype() != DType::kInt64) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+      axes = ctx.input(1).ToInt64Vector();
+    }
+    if (axes.empty() && ctx.attr_int("noop_with_empty_axes", 0) != 0) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+  } else {
+    axes = ctx.attr_ints("axes");
+  }
+  // Validates (duplicate or out-of-range axes are the reference's errors).
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
+  std::vector<bool> reduced(s.size(), axes.empty());
+  for (int64_t ax : axes) reduced[static_cast<size_t>(ax < 0 ? ax + rank : ax)] = true;
+  size_t first = s.size();
+  while (first > 0 && reduced[first - 1]) --first;
+  for (size_t d = 0; d < first; ++d)
+    if (reduced[d]) {  // a reduced axis before a kept one
+      slot.declined = true;
+      return Status::Ok();
+    }
+  const Shape kept(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(first));
+  const Shape red(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
+  if (NumElements(red) == 0 || NumElements(kept) == 0) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  RowState* st = Fresh(slot);
+  st->outer = NumElements(kept);
+  st->n = NumElements(red);
+  st->mean = kMean;
+  slot.out_layouts.assign(1, Layout::kPlain);
+  ctx.set_output(0, DType::kFloat, decl[0].shape);
+  return Status::Ok();
+}
+
+void RunReduce(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const RowState*>(slot.state.get());
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const auto sum = Vec().sum;
+  const int64_t n = st->n;
+  const float scale = st->mean ? 1.f / static_cast<float>(n) : 1.f;
+  ForRows(st->outer, n, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) y[r] = sum(x + r * n, n) * scale;
+  });
+}
+
+Status PrepareLayerNorm(OpContext& ctx, NodeSlot& slot) {
+  const bool has_b = ctx.has_input(2);
+  if (!PlainFloat(ctx, slot, 0) || !PlainFloat(ctx, slot, 1) ||
+      (has_b && !PlainFloat(ctx, slot, 2)) || ctx.num_outputs() > 1 || ctx.input(0).size() == 0) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
+  const Shape& s = ctx.input(0).shape();
+  const int64_t rank = static_cast<int64_t>(s.size());
+  int64_t axis = ctx.attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  const int64_t n = NumElements(Shape(s.begin() + axis, s.end()));
+  auto fits = [&](size_t i) {
+    const int64_t k = ctx.input(i).size();
+    return k == n || k == 1;
+  };
+  if (n == 0 || !fits(1) || (has_b && !fits(2))) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  RowState* st = Fresh(slot);
+  st->n = n;
+  st->outer = ctx.input(0).size() / n;
+  st->eps = ctx.attr_float("epsilon", 1e-5f);
+  slot.out_layouts.assign(1, Layout::kPlain);
+  ctx.set_output(0, DType::kFloat, decl[0].shape);
+  return Status::Ok();
+}
+
+void RunLayerNorm(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const RowState*>(slot.state.get());
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const float* g = ctx.input(1).data<float>();
+  const int64_t gs = ctx.input(1).size() == 1 ? 0 : 1;
+  const float* bb = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  const int64_t bs = bb && ctx.input(2).size() == 1 ? 0 : 1;
+  const auto ln = Vec().layer_norm;
+  const int64_t n = st->n;
+  ForRows(st->outer, n, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) ln(x + r * n, y + r * n, n, st->eps, g, gs, bb, bs);
+  });
+}
+
+// ---- The decomposed LayerNorm torch exports (opset < 17, or LayerNorm written out):
+//   m = ReduceMean(x, [-1]); d = x - m; v = ReduceMean(Pow(d, 2), [-1]);
+//   n = d / Sqrt(v + eps); [n * gamma]; [+ beta]
+// computed by one row kernel. Inputs: x, gamma (or absent), beta (or absent); params: eps.
+
+bool IsOp(const GraphView& g, size_t s, std::string_view op) {
+  const ir::Node& n = g.node(s);
+  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+bool OnlyReader(const GraphView& g, int v, size_t* step) {
+  const std::vector<size_t> r = g.readers(v);
+  if (r.size() != 1) return false;
+  *step = r[0];
+  return true;
+}
+
+bool ScalarConst(const GraphView& g, int v, float* out) {
+  const Tensor* t = v >= 0 ? g.constant(v) : nullptr;
+  if (!t || t->size() != 1) return false;
+  *out = t->data<float>()[0];
+  return true;
+}
+
+// The operand of binary step s that is not v (-1 if v is not an operand, or both are v).
+int Other(const GraphView& g, size_t s, int v) {
+  const int a = g.input(s, 0), b = g.input(s, 1);
+  if (a == v && b != v) return b;
+  if (b == v && a != v) return a;
+  return -1;
+}
+
+// ReduceMean over the last axis only, keeping it.
+bool MeanOfLastAxis(const GraphView& g, size_t s) {
+  if (!IsOp(g, s, "ReduceMean") || g.node(s).attr_int("keepdims", 1) != 1) return false;
+  if (g.opset(s) < 18) return g.node(s).attr_ints("axes") == std::vector<int64_t>{-1};
+  const Tensor* axes = g.input(s, 1) >= 0 ? g.constant(g.input(s, 1)) : nullptr;
+  return axes == nullptr ? false
+                         : axes->dtype() == DType::kInt64 && axes->size() == 1 &&
+                               axes->data<int64_t>()[0] == -1;
+}
+
+const KernelDef* LayerNormPatternKernel();
+
+bool MatchLayerNorm(const GraphView& g, size_t host, PatternMatch* m) {
+  if (!MeanOfLastAxis(g, host)) return false;
+  const int x = g.input(host, 0), mean = g.output(host, 0);
+  size_t sub, pow, rm2, add_eps, sqrt, div;
+  if (x < 0 || mean < 0 || !OnlyReader(g, mean, &sub) || !IsOp(g, sub, "Sub") ||
+      g.input(sub, 0) != x || g.input(sub, 1) != mean)
+    return false;
+  const int d = g.output(sub, 0);
+  const std::vector<size_t> dr = g.readers(d);
+  if (dr.size() != 2) return false;
+  pow = IsOp(g, dr[0], "Pow") ? dr[0] : dr[1];
+  div = pow == dr[0] ? dr[1] : dr[0];
+  float two = 0, eps = 0;
+  if (!IsOp(g, pow, "Pow") || g.input(pow, 0) != d || !ScalarConst(g, g.input(pow, 1), &two) ||
+      two != 2.f)
+    return false;
+  if (!OnlyReader(g, g.output(pow, 0), &rm2) || !MeanOfLastAxis(g, rm2)) return false;
+  if (!OnlyReader(g, g.output(rm2, 0), &add_eps) || !IsOp(g, add_eps, "Add") ||
+      !ScalarConst(g, Other(g, add_eps, g.output(rm2, 0)), &eps))
+    return false;
+  if (!OnlyReader(g, g.output(add_eps, 0), &sqrt) || !IsOp(g, sqrt, "Sqrt")) return false;
+  if (!IsOp(g, div, "Div") || g.input(div, 0) != d || g.input(div, 1) != g.output(sqrt, 0))
+    return false;
+  m->absorbed = {sub, pow, rm2, add_eps, sqrt, div};
+  m->inputs = {x, -1, -1};
+  m->output = g.output(div, 0);
+  size_t mul, add;
+  if (OnlyReader(g, m->output, &mul) && IsOp(g, mul, "Mul") && Other(g, mul, m->output) >= 0) {
+    m->inputs[1] = Other(g, mul, m->output);
+    m->absorbed.push_back(mul);
+    m->output = g.output(mul, 0);
+    if (OnlyReader(g, m->output, &add) && IsOp(g, add, "Add") && Other(g, add, m->output) >= 0) {
+      m->inputs[2] = Other(g, add, m->output);
+      m->absorbed.push_back(add);
+      m->output = g.output(add, 0);
+    }
+  }
+  m->params = {eps};
+  m->kernel = LayerNormPatternKernel();
+  return true;
+}
+
+// gamma / beta: absent, one element, or the last dim's size laid along the last axis.
+bool RowOperand(const OpContext& ctx, const NodeSlot& slot, size_t i, int64_t n) {
+  if (!ctx.has_input(i)) return true;
+  if (!PlainFloat(ctx, slot, i) || ctx.input(i).rank() > ctx.input(0).rank()) return false;
+  const Tensor& t = ctx.input(i);
+  return t.size() == 1 || (t.size() == n && t.shape().back() == n);
+}
+
+Status PrepareLayerNormPattern(OpContext& ctx, NodeSlot& slot) {
+  if (!PlainFloat(ctx, slot, 0) || ctx.input(0).rank() == 0 || ctx.input(0).size() == 0 ||
+      slot.params.size() != 1) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  const int64_t n = ctx.input(0).shape().back();
+  if (!RowOperand(ctx, slot, 1, n) || !RowOperand(ctx, slot, 2, n)) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  RowState* st = Fresh(slot);
+  st->n = n;
+  st->outer = ctx.input(0).size() / n;
+  st->eps = slot.params[0];
+  slot.out_layouts.assign(1, Layout::kPlain);
+  ctx.set_output(0, DType::kFloat, ctx.input(0).shape());
+  return Status::Ok();
+}
+
+void RunLayerNormPattern(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const RowState*>(slot.state.get());
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const float* g = ctx.has_input(1) ? ctx.input(1).data<float>() : nullptr;
+  const int64_t gs = g && ctx.input(1).size() > 1 ? 1 : 0;
+  const float* bb = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  const int64_t bs = bb && ctx.input(2).size() > 1 ? 1 : 0;
+  const auto ln = Vec().layer_norm;
+  const int64_t n = st->n;
+  ForRows(st->outer, n, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) ln(x + r * n, y + r * n, n, st->eps, g, gs, bb, bs);
+  });
+}
+
+constexpr KernelDef kLayerNormPattern = {"",
+                                         "LayerNorm (pattern)",
+                                         1,
+                                         1000,
+                                         nullptr,
+                                         0,
+                                         0,
+                                         PrepareLayerNormPattern,
+                                         RunLayerNormPattern};
+
+const KernelDef* LayerNormPatternKernel() {
+  return &kLayerNormPattern;
+}
+
+constexpr Pattern kPatterns[] = {
+    {"LayerNorm", MatchLayerNorm},
+};
+
+constexpr KernelDef kKernels[] = {
+    {"", "Softmax", 1, 1000, nullptr, 0, 0, PrepareSoftmax, RunSoftmax},
+    {"", "ReduceMean", 1, 1000, nullptr, 0, 0, PrepareReduce<true>, RunReduce},
+    {"", "ReduceSum", 1, 1000, nullptr, 0, 0, PrepareReduce<false>, RunReduce},
+    {"", "LayerNormalization", 17, 1000, nullptr, 0, 0, PrepareLayerNorm, RunLayerNorm},
+};
+
+}  // namespace
+
+std::span<const Pattern> NormPatterns() {
+  return kPatterns;
+}
+
+std::span<const KernelDef> NormKernels() {
+  return kKernels;
+}
+
+}  // namespace ferry::ops::cpu

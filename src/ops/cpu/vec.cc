@@ -1,0 +1,46 @@
+// The row kernels of vec.h, compiled for the baseline ISA and for AVX2+FMA.
+#include "ops/cpu/vec.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace ferry::ops::cpu {
+
+namespace base {
+#include "ops/cpu/vec_impl.inc"
+}  // namespace base
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define FERRY_VEC_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+#include "ops/cpu/vec_impl.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+
+const VecOps& BaselineVec() {
+  static const VecOps t = base::MakeTable("baseline");
+  return t;
+}
+
+const VecOps* Avx2Vec() {
+#ifdef FERRY_VEC_AVX2
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const VecOps t = avx2::MakeTable("avx2");
+  return has ? &t : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+const VecOps& Vec() {
+  static const VecOps& t = Avx2Vec() ? *Avx2Vec() : BaselineVec();
+  return t;
+}
+
+}  // namespace ferry::ops::cpu

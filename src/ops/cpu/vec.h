@@ -1,0 +1,56 @@
+// Internal to the cpu provider: float32 row kernels (elementwise, reductions, softmax, layer
+// norm) compiled twice, for the baseline ISA and for AVX2+FMA (function-level target, no
+// -march flag), and picked once at run time (`Vec()`). Every loop is written so the compiler
+// vectorizes it (`#pragma omp simd`); transcendental functions use an own polynomial `exp`.
+#pragma once
+
+#include <cstdint>
+
+namespace ferry::ops::cpu {
+
+enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kPow, kCount };
+enum class UnOp : uint8_t {
+  kRelu,
+  kClip,
+  kSqrt,
+  kExp,
+  kNeg,
+  kReciprocal,
+  kAbs,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kSquare,   // Pow(x, 2)
+  kCopy,     // Pow(x, 1)
+  kPowHalf,  // Pow(x, 0.5)
+  kCount
+};
+
+// How the two operands of a binary row advance: both, A only (B is one value), B only.
+enum class RowKind : uint8_t { kVV, kVS, kSV };
+
+struct VecOps {
+  // y[i] = A op B over n elements; kVS reads b[0] for every i, kSV reads a[0].
+  using BinaryRow = void (*)(const float* a, const float* b, float* y, int64_t n);
+  BinaryRow binary[static_cast<int>(BinOp::kCount)][3];
+  // y[i] = f(x[i]); lo/hi are Clip's bounds.
+  using UnaryRow = void (*)(const float* x, float* y, int64_t n, float lo, float hi);
+  UnaryRow unary[static_cast<int>(UnOp::kCount)];
+  // Sum of x[0..n).
+  float (*sum)(const float* x, int64_t n);
+  // Softmax of one contiguous row of n > 0 elements.
+  void (*softmax)(const float* x, float* y, int64_t n);
+  // y = (x - mean) / sqrt(var + eps) * gamma + beta over one row of n > 0 elements (biased
+  // variance); gamma / beta may be null (1 / 0), `gamma_step`/`beta_step` 0 repeats g[0]/b[0].
+  void (*layer_norm)(const float* x, float* y, int64_t n, float eps, const float* gamma,
+                     int64_t gamma_step, const float* beta, int64_t beta_step);
+  const char* isa;
+};
+
+// The best table for this CPU (AVX2+FMA when the CPU has both, else the baseline).
+const VecOps& Vec();
+// Both tables, for tests (Avx2Vec() is null on a CPU without AVX2+FMA).
+const VecOps& BaselineVec();
+const VecOps* Avx2Vec();
+
+}  // namespace ferry::ops::cpu

@@ -1,0 +1,139 @@
+// Shared by the cpu provider's gtests: seeded random tensors, a small graph builder and the
+// check that runs a graph on the cpu provider (twice: the second run reuses packed state) and
+// on the reference provider and compares every output within a tolerance.
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ir/graph.h"
+#include "runtime/session.h"
+
+namespace ferry::cpu_test {
+
+using runtime::Session;
+using runtime::SessionOptions;
+
+inline Tensor Rand(const Shape& shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(DType::kFloat, shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (auto& x : t.span<float>()) x = d(gen);
+  return t;
+}
+
+// A small graph builder: nodes in order, initializers, inputs fed at run time.
+class GraphBuilder {
+ public:
+  GraphBuilder() {
+    m_ = std::make_shared<ir::Model>();
+    m_->ir_version = 8;
+    m_->opset_imports.push_back({"", 17});
+  }
+  GraphBuilder& Opset(int64_t v) {
+    m_->opset_imports[0].version = v;
+    return *this;
+  }
+  GraphBuilder& Input(const std::string& name, Tensor t) {
+    m_->graph.inputs.push_back({name, {}, ""});
+    feeds_.emplace_back(name, Value(std::move(t)));
+    return *this;
+  }
+  GraphBuilder& Const(const std::string& name, Tensor t) {
+    m_->graph.initializers.push_back({name, std::move(t), ""});
+    return *this;
+  }
+  ir::Node& Node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+    ir::Node n;
+    n.op_type = op;
+    n.name = op + "_" + std::to_string(m_->graph.nodes.size());
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    m_->graph.nodes.push_back(std::move(n));
+    return m_->graph.nodes.back();
+  }
+  GraphBuilder& Output(const std::string& name) {
+    m_->graph.outputs.push_back({name, {}, ""});
+    return *this;
+  }
+  std::shared_ptr<const ir::Model> model() const { return m_; }
+  std::vector<std::pair<std::string, Value>>& feeds() { return feeds_; }
+
+ private:
+  std::shared_ptr<ir::Model> m_;
+  std::vector<std::pair<std::string, Value>> feeds_;
+};
+
+inline void SetInts(ir::Node& n, const std::string& name, std::vector<int64_t> v) {
+  ir::Attribute a;
+  a.name = name;
+  a.type = ir::AttrType::kInts;
+  a.ints = std::move(v);
+  n.attributes.push_back(std::move(a));
+}
+inline void SetFloat(ir::Node& n, const std::string& name, float v) {
+  ir::Attribute a;
+  a.name = name;
+  a.type = ir::AttrType::kFloat;
+  a.f = v;
+  n.attributes.push_back(std::move(a));
+}
+inline void SetInt(ir::Node& n, const std::string& name, int64_t v) {
+  ir::Attribute a;
+  a.name = name;
+  a.type = ir::AttrType::kInt;
+  a.i = v;
+  n.attributes.push_back(std::move(a));
+}
+
+// Runs the model with both providers (twice with cpu: the second run reuses packed state) and
+// checks every output within rtol/atol. Returns the cpu session's node report.
+inline std::vector<runtime::NodeReport> ExpectMatchesReference(GraphBuilder& b, double rtol = 1e-4,
+                                                               double atol = 1e-5,
+                                                               int threads = 2) {
+  SessionOptions ref_opts;
+  ref_opts.provider = "reference";
+  ref_opts.threads = threads;
+  auto ref = Session::Create(b.model(), ref_opts);
+  EXPECT_TRUE(ref.ok()) << ref.status().message();
+  if (!ref.ok()) return {};
+  auto want = (*ref)->Run(b.feeds());
+  EXPECT_TRUE(want.ok()) << want.status().message();
+  SessionOptions cpu_opts;
+  cpu_opts.threads = threads;
+  auto cpu = Session::Create(b.model(), cpu_opts);
+  EXPECT_TRUE(cpu.ok()) << cpu.status().message();
+  if (!want.ok() || !cpu.ok()) return {};
+  for (int round = 0; round < 2; ++round) {
+    auto got = (*cpu)->Run(b.feeds());
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    if (!got.ok()) return {};
+    EXPECT_EQ(got->size(), want->size());
+    for (size_t k = 0; k < got->size() && k < want->size(); ++k) {
+      const Tensor& g = (*got)[k].tensor();
+      const Tensor& w = (*want)[k].tensor();
+      EXPECT_EQ(g.shape(), w.shape()) << "output " << k;
+      if (g.shape() != w.shape()) continue;
+      int64_t bad = 0;
+      double worst = 0;
+      for (int64_t i = 0; i < g.size(); ++i) {
+        const double gv = g.GetAsDouble(i), wv = w.GetAsDouble(i);
+        if (gv == wv || (std::isnan(gv) && std::isnan(wv))) continue;  // also infinities
+        double d = std::fabs(gv - wv);
+        worst = std::max(worst, d);
+        if (!(d <= atol + rtol * std::fabs(w.GetAsDouble(i)))) ++bad;
+      }
+      EXPECT_EQ(bad, 0) << "output " << k << " round " << round << ": " << bad << " of " << g.size()
+                        << " elements out of tolerance, max abs diff " << worst;
+    }
+  }
+  return (*cpu)->node_report();
+}
+
+}  // namespace ferry::cpu_test
