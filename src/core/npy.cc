@@ -11,15 +11,20 @@ namespace ferry {
 
 Result<std::string> ReadFileBytes(const std::string& path) {
   // One allocation of the file's size and one read: a model file is read without the repeated
-  // growth (and page faults) of streaming into a string.
+  // growth (and page faults) of streaming into a string. Files that report no size (/proc) are
+  // read to their end in chunks.
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return InvalidError("cannot read '{}': {}", path, std::strerror(errno));
   const std::streamoff size = f.tellg();
-  if (size < 0) return InvalidError("cannot read '{}': cannot tell its size", path);
-  std::string bytes(static_cast<size_t>(size), '\0');
+  std::string bytes(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
   f.seekg(0);
-  f.read(bytes.data(), size);
-  if (f.gcount() != size) return InvalidError("cannot read '{}': short read", path);
+  f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (f.gcount() != static_cast<std::streamsize>(bytes.size()))
+    return InvalidError("cannot read '{}': short read", path);
+  char buf[65536];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0)
+    bytes.append(buf, static_cast<size_t>(f.gcount()));
+  if (f.bad()) return InvalidError("cannot read '{}'", path);
   return bytes;
 }
 

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <limits>
 
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include "core/half.h"
@@ -44,6 +46,22 @@ TEST(Npy, RoundTripsEveryDtypeAndShape) {
   auto r4 = ParseNpy(SerializeNpy(b), "mem");
   ASSERT_TRUE(r4.ok());
   EXPECT_EQ(r4.value().dtype(), DType::kBool);
+}
+
+// Files that report no size (/proc) are read to their end, regular files exactly.
+TEST(ReadFileBytes, ReadsProcFilesAndRegularFiles) {
+  auto cmd = ReadFileBytes("/proc/self/cmdline");
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_FALSE(cmd.value().empty());
+  const std::string path = ::testing::TempDir() + "ferry_read_bytes_test.bin";
+  std::string want(200000, '\0');
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<char>(i * 7);
+  ASSERT_TRUE(WriteFileAtomic(path, want).ok());
+  auto got = ReadFileBytes(path);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got.value(), want);
+  std::remove(path.c_str());
+  EXPECT_FALSE(ReadFileBytes(path).ok());
 }
 
 TEST(Npy, RejectsGarbageAndTruncation) {
