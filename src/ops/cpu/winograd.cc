@@ -150,7 +150,7 @@ FERRY_AVX2 void GemmStep(const float* v, int64_t vs, const float* u, int64_t c, 
   for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < c; ++i) {
     // The weights stream from memory on the first pass over a panel: fetch ahead.
-    _mm_prefetch(reinterpret_cast<const char*>(u + i * 16 + 512), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(u + i * 16 + 2048), _MM_HINT_T0);
     const __m256 u0 = _mm256_loadu_ps(u + i * 16), u1 = _mm256_loadu_ps(u + i * 16 + 8);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -334,15 +334,29 @@ FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
   }
 }
 
-// The three phases, each split over the OpenMP threads.
+// The three phases in one OpenMP region, each split evenly over the threads, with a barrier
+// between them.
 template <int M>
 void RunPhases(const RunArgs& a) {
-  const int64_t positions = (M + 2) * (M + 2);
-  ParallelRange(a.t * (a.cp / 8), 32, [&](int64_t b, int64_t e) { InputItems<M>(a, b, e); });
-  ParallelRange(positions * (a.kp / kGemmCols), 1,
-                [&](int64_t b, int64_t e) { GemmItems(a, b, e); });
-  ParallelRange(a.t * ((a.s->k + 7) / 8), 32,
-                [&](int64_t b, int64_t e) { OutputItems<M>(a, b, e); });
+  const int64_t n_in = a.t * (a.cp / 8), n_gemm = (M + 2) * (M + 2) * (a.kp / kGemmCols),
+                n_out = a.t * ((a.s->k + 7) / 8);
+#ifdef _OPENMP
+  if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      InputItems<M>(a, n_in * t / nt, n_in * (t + 1) / nt);
+#pragma omp barrier
+      GemmItems(a, n_gemm * t / nt, n_gemm * (t + 1) / nt);
+#pragma omp barrier
+      OutputItems<M>(a, n_out * t / nt, n_out * (t + 1) / nt);
+    }
+    return;
+  }
+#endif
+  InputItems<M>(a, 0, n_in);
+  GemmItems(a, 0, n_gemm);
+  OutputItems<M>(a, 0, n_out);
 }
 
 // Filter transform of 16 output channels x one input channel: U = G g G^T in double.
@@ -407,8 +421,13 @@ bool WinogradSupported() {
 }
 
 ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
-  if (s.c < 16 || s.k < 16) return ConvAlgo::kDirect;
-  return s.oh * s.ow >= 100 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
+  // Measured on ResNet-18's shapes (src/ops/cpu/README.md). Few channels: the transforms cost
+  // as much as they save. Outputs smaller than 2x2: F(2x2) computes 16 products where the
+  // direct convolution needs 9. F(4x4) needs at least ~20x20 outputs: its transformed weights
+  // (36 x C x K) are 4x the direct ones and stream from memory once per run, shared by fewer
+  // tiles on small images (ResNet-18's 14x14 and 7x7 layers run faster with F(2x2)).
+  if (s.c < 16 || s.k < 16 || s.oh < 2 || s.ow < 2) return ConvAlgo::kDirect;
+  return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
 }
 
 WinogradConv::WinogradConv(const WinogradShape& s, int tile, Layout in, Layout out, Layout res,
