@@ -6,6 +6,9 @@
 // weights into that layout once (again on every run when W is not an initializer). run reorders the
 // input when it is not in the layout the primitive wants, executes, and writes the output in the
 // primitive's layout when every reader accepts that (slot.nhwc_ok) and it is a Layout, else plain.
+// 3x3 stride-1 group-1 convolutions run as Winograd instead (winograd.h) where ChooseConvAlgo
+// (or FERRY_CONV_ALGO / SetConvAlgoOverride) says so and the CPU has AVX2+FMA; no oneDNN
+// primitive is created for them.
 #include <cstring>
 #include <string>
 

@@ -359,10 +359,11 @@ void RunPhases(const RunArgs& a) {
   OutputItems<M>(a, 0, n_out);
 }
 
-// Filter transform of 16 output channels x one input channel: U = G g G^T in double.
-// w: [K][C][3][3]; writes u[p][kb][c][16] for every position p.
+// Filter transform of 16 output channels x one input channel: U = G g G^T in double (the inner
+// loops over the 16 channels vectorise). w: [K][C][3][3]; writes u[p][kb][c][16] for every
+// position p.
 template <int A>
-void FilterBlock(const double (*g)[3], const float* w, int64_t K, int64_t C, int64_t kb, int64_t c,
+FERRY_AVX2 void FilterBlock(const double (*g)[3], const float* w, int64_t K, int64_t C, int64_t kb, int64_t c,
                  int64_t cp, int64_t kb_n, float* u) {
   double in[9][16], tmp[A][3][16];
   for (int kk = 0; kk < 16; ++kk) {
