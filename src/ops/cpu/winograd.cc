@@ -334,8 +334,22 @@ FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
   }
 }
 
-// The three phases in one OpenMP region, each split evenly over the threads, with a barrier
-// between them.
+// Runs fn(begin, end) over [0, n) in about 16 chunks per thread, handed out dynamically (a
+// thread that is descheduled on a busy machine does not hold the others up). Inside an OpenMP
+// parallel region; the implicit barrier at the end separates the phases.
+template <typename F>
+void ForChunks(int64_t n, F&& fn) {
+#ifdef _OPENMP
+  const int64_t chunk = std::max<int64_t>(1, n / (16 * omp_get_num_threads()));
+  const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp for schedule(dynamic, 1)
+  for (int64_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
+#else
+  fn(int64_t{0}, n);
+#endif
+}
+
+// The three phases in one OpenMP region (a barrier between them).
 template <int M>
 void RunPhases(const RunArgs& a) {
   const int64_t n_in = a.t * (a.cp / 8), n_gemm = (M + 2) * (M + 2) * (a.kp / kGemmCols),
@@ -344,12 +358,9 @@ void RunPhases(const RunArgs& a) {
   if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
 #pragma omp parallel
     {
-      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      InputItems<M>(a, n_in * t / nt, n_in * (t + 1) / nt);
-#pragma omp barrier
-      GemmItems(a, n_gemm * t / nt, n_gemm * (t + 1) / nt);
-#pragma omp barrier
-      OutputItems<M>(a, n_out * t / nt, n_out * (t + 1) / nt);
+      ForChunks(n_in, [&](int64_t b, int64_t e) { InputItems<M>(a, b, e); });
+      ForChunks(n_gemm, [&](int64_t b, int64_t e) { GemmItems(a, b, e); });
+      ForChunks(n_out, [&](int64_t b, int64_t e) { OutputItems<M>(a, b, e); });
     }
     return;
   }
@@ -363,8 +374,8 @@ void RunPhases(const RunArgs& a) {
 // loops over the 16 channels vectorise). w: [K][C][3][3]; writes u[p][kb][c][16] for every
 // position p.
 template <int A>
-FERRY_AVX2 void FilterBlock(const double (*g)[3], const float* w, int64_t K, int64_t C, int64_t kb, int64_t c,
-                 int64_t cp, int64_t kb_n, float* u) {
+FERRY_AVX2 void FilterBlock(const double (*g)[3], const float* w, int64_t K, int64_t C, int64_t kb,
+                            int64_t c, int64_t cp, int64_t kb_n, float* u) {
   double in[9][16], tmp[A][3][16];
   for (int kk = 0; kk < 16; ++kk) {
     const int64_t k = kb * 16 + kk;
