@@ -433,11 +433,11 @@ bool WinogradSupported() {
 }
 
 ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
-  // Measured on ResNet-18's shapes (src/ops/cpu/README.md). Few channels: the transforms cost
-  // as much as they save. Outputs smaller than 2x2: F(2x2) computes 16 products where the
-  // direct convolution needs 9. F(4x4) needs at least ~20x20 outputs: its transformed weights
-  // (36 x C x K) are 4x the direct ones and stream from memory once per run, shared by fewer
-  // tiles on small images (ResNet-18's 14x14 and 7x7 layers run faster with F(2x2)).
+  // Measured on ResNet-18's shapes (src/ops/cpu/README.md). Few channels (not measured): the
+  // transforms are a large share of the work. Outputs smaller than 2x2: F(2x2) computes 16
+  // products where the direct convolution needs 9. F(4x4) needs at least ~20x20 outputs: its
+  // transformed weights (36 x C x K) are 4x the direct ones and stream from memory once per run,
+  // shared by fewer tiles on small images (ResNet-18's 14x14 and 7x7 layers: F(2x2)).
   if (s.c < 16 || s.k < 16 || s.oh < 2 || s.ow < 2) return ConvAlgo::kDirect;
   return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
 }
