@@ -1,13 +1,16 @@
 // Conv shapes of ResNet-18 and MatMul shapes of the BERT-like encoder (d_model 256, seq 128,
-// FFN 1024 and 2048, 4 heads), each a one-node model run through a Session, so the numbers include what
-// the runtime adds per node. Reports GFLOP/s (2 * MACs). Arguments: threads; the provider is
-// the default (cpu) unless FERRY_PROVIDER=reference.
+// FFN 1024 and 2048, 4 heads), each a one-node model run through a Session, so the numbers include
+// what the runtime adds per node. Reports GFLOP/s (2 * MACs; for Winograd the direct convolution's
+// MACs, i.e. effective GFLOP/s). Arguments: threads; the provider is the default (cpu) unless
+// FERRY_PROVIDER=reference. The 3x3 stride-1 shapes run once per algorithm (auto = the cpu
+// provider's rule, direct = oneDNN, winograd2 / winograd4 = F(2x2,3x3) / F(4x4,3x3)).
 #include <cstdlib>
 #include <random>
 
 #include <benchmark/benchmark.h>
 
 #include "ir/graph.h"
+#include "ops/cpu/winograd.h"
 #include "runtime/session.h"
 
 namespace ferry {
@@ -30,7 +33,9 @@ ir::Attribute Ints(const std::string& name, std::vector<int64_t> v) {
 }
 
 void RunModel(benchmark::State& state, std::shared_ptr<ir::Model> m,
-              std::vector<std::pair<std::string, Value>> feeds, double flop) {
+              std::vector<std::pair<std::string, Value>> feeds, double flop,
+              ops::cpu::ConvAlgo algo = ops::cpu::ConvAlgo::kAuto) {
+  ops::cpu::SetConvAlgoOverride(algo);
   runtime::SessionOptions so;
   so.threads = static_cast<int>(state.range(0));
   if (const char* p = std::getenv("FERRY_PROVIDER")) so.provider = p;
@@ -44,37 +49,46 @@ void RunModel(benchmark::State& state, std::shared_ptr<ir::Model> m,
     return;
   }
   for (auto _ : state) benchmark::DoNotOptimize((*s)->Run(feeds));
+  ops::cpu::SetConvAlgoOverride(ops::cpu::ConvAlgo::kAuto);
   state.counters["GFLOP/s"] = benchmark::Counter(
       flop * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
-// Conv NCHW, square kernel k, stride s, pad k/2, bias + Relu (the ResNet pattern).
-void BM_Conv(benchmark::State& state, int64_t c, int64_t m, int64_t hw, int64_t k, int64_t s) {
+// Conv NCHW, square kernel k, stride s, pad k/2, bias + Relu (the ResNet pattern); `depth` such
+// convolutions in a row (c == m when depth > 1, each with its own weights), so the inner ones
+// read and write the provider's activation layout as inside a model.
+void BM_Conv(benchmark::State& state, int64_t c, int64_t m, int64_t hw, int64_t k, int64_t s,
+             int depth = 1, ops::cpu::ConvAlgo algo = ops::cpu::ConvAlgo::kAuto) {
   auto model = std::make_shared<ir::Model>();
   model->ir_version = 8;
   model->opset_imports.push_back({"", 13});
   model->graph.inputs.push_back({"x", {}, ""});
-  model->graph.initializers.push_back({"w", Rand({m, c, k, k}, 1), ""});
-  model->graph.initializers.push_back({"b", Rand({m}, 2), ""});
-  ir::Node conv;
-  conv.op_type = "Conv";
-  conv.name = "conv";
-  conv.inputs = {"x", "w", "b"};
-  conv.outputs = {"c"};
-  conv.attributes.push_back(Ints("kernel_shape", {k, k}));
-  conv.attributes.push_back(Ints("strides", {s, s}));
-  conv.attributes.push_back(Ints("pads", {k / 2, k / 2, k / 2, k / 2}));
-  model->graph.nodes.push_back(std::move(conv));
-  ir::Node relu;
-  relu.op_type = "Relu";
-  relu.name = "relu";
-  relu.inputs = {"c"};
-  relu.outputs = {"y"};
-  model->graph.nodes.push_back(std::move(relu));
+  std::string in = "x";
+  for (int d = 0; d < depth; ++d) {
+    const std::string id = std::to_string(d);
+    model->graph.initializers.push_back({"w" + id, Rand({m, c, k, k}, 1 + 2 * d), ""});
+    model->graph.initializers.push_back({"b" + id, Rand({m}, 2 + 2 * d), ""});
+    ir::Node conv;
+    conv.op_type = "Conv";
+    conv.name = "conv" + id;
+    conv.inputs = {in, "w" + id, "b" + id};
+    conv.outputs = {"c" + id};
+    conv.attributes.push_back(Ints("kernel_shape", {k, k}));
+    conv.attributes.push_back(Ints("strides", {s, s}));
+    conv.attributes.push_back(Ints("pads", {k / 2, k / 2, k / 2, k / 2}));
+    model->graph.nodes.push_back(std::move(conv));
+    ir::Node relu;
+    relu.op_type = "Relu";
+    relu.name = "relu" + id;
+    relu.inputs = {"c" + id};
+    relu.outputs = {d + 1 == depth ? "y" : "r" + id};
+    in = relu.outputs[0];
+    model->graph.nodes.push_back(std::move(relu));
+  }
   model->graph.outputs.push_back({"y", {}, ""});
   const int64_t out = (hw + 2 * (k / 2) - k) / s + 1;
-  const double flop = 2.0 * static_cast<double>(m * c * k * k * out * out);
-  RunModel(state, model, {{"x", Value(Rand({1, c, hw, hw}, 3))}}, flop);
+  const double flop = 2.0 * depth * static_cast<double>(m * c * k * k * out * out);
+  RunModel(state, model, {{"x", Value(Rand({1, c, hw, hw}, 3))}}, flop, algo);
 }
 
 // MatMul [batch..., rows, k] x [k, n] (weight constant) or x [batch..., k, n] (both inputs).
@@ -101,14 +115,20 @@ void BM_MatMul(benchmark::State& state, int64_t batch, int64_t rows, int64_t k, 
   RunModel(state, model, feeds, 2.0 * static_cast<double>(batch * rows * k * n));
 }
 
-#define CONV(name, c, m, hw, k, s) \
-  BENCHMARK_CAPTURE(BM_Conv, name, c, m, hw, k, s)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
+#define CONV(name, ...) \
+  BENCHMARK_CAPTURE(BM_Conv, name, __VA_ARGS__)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
+// The 3x3 stride-1 shapes, 4 in a row, under each algorithm.
+#define CONV3(name, c, hw)                                                      \
+  CONV(name##_x4_auto, c, c, hw, 3, 1, 4);                                      \
+  CONV(name##_x4_direct, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kDirect);       \
+  CONV(name##_x4_winograd2, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kWinograd2); \
+  CONV(name##_x4_winograd4, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kWinograd4)
 CONV(resnet_stem_7x7s2_3to64_224, 3, 64, 224, 7, 2);
-CONV(resnet_l1_3x3_64_56, 64, 64, 56, 3, 1);
+CONV3(resnet_l1_3x3_64_56, 64, 56);
 CONV(resnet_l2_3x3s2_64to128_56, 64, 128, 56, 3, 2);
-CONV(resnet_l2_3x3_128_28, 128, 128, 28, 3, 1);
-CONV(resnet_l3_3x3_256_14, 256, 256, 14, 3, 1);
-CONV(resnet_l4_3x3_512_7, 512, 512, 7, 3, 1);
+CONV3(resnet_l2_3x3_128_28, 128, 28);
+CONV3(resnet_l3_3x3_256_14, 256, 14);
+CONV3(resnet_l4_3x3_512_7, 512, 7);
 CONV(resnet_ds_1x1s2_256to512_14, 256, 512, 14, 1, 2);
 #define MATMUL(name, batch, rows, k, n, c)                 \
   BENCHMARK_CAPTURE(BM_MatMul, name, batch, rows, k, n, c) \

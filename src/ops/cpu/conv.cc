@@ -6,11 +6,15 @@
 // weights into that layout once (again on every run when W is not an initializer). run reorders the
 // input when it is not in the layout the primitive wants, executes, and writes the output in the
 // primitive's layout when every reader accepts that (slot.nhwc_ok) and it is a Layout, else plain.
+// 3x3 stride-1 group-1 convolutions run as Winograd instead (winograd.h) where ChooseConvAlgo
+// (or FERRY_CONV_ALGO / SetConvAlgoOverride) says so and the CPU has AVX2+FMA; no oneDNN
+// primitive is created for them.
 #include <cstring>
 #include <string>
 
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/winograd.h"
 
 namespace ferry::ops::cpu {
 
@@ -35,6 +39,7 @@ struct ConvState : KernelState {
   const void* packed_from = nullptr;
   bool has_bias = false;
   size_t sum_index = 0;
+  std::unique_ptr<WinogradConv> wino;  // set: Winograd instead of the oneDNN primitive
 };
 
 bool AcceptsConv(const ir::Node& n) {
@@ -123,45 +128,71 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       attr.set_post_ops(po);
     }
     fresh->fused = fuse;
-    try {
-      dnnl::engine& eng = slot.provider->engine();
-      // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
-      // blocks with AVX2); consecutive cpu layers then share them without reorders.
-      auto make = [&](const memory::desc& src, const memory::desc& dst) {
-        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                          dnnl::algorithm::convolution_direct, src, wei_any,
-                                          bias_md, dst, ss, dd, pl, pr);
-        return dnnl::convolution_forward::primitive_desc(d, attr, eng);
-      };
-      dnnl::convolution_forward::primitive_desc pd = make(any(x.shape()), any(y));
-      fresh->prim = dnnl::convolution_forward(pd);
-      fresh->src_md = pd.src_desc();
-      fresh->dst_md = pd.dst_desc();
-      fresh->reorder_src = fresh->src_md != fresh->in_md;
-      if (fresh->reorder_src)
-        fresh->src_reorder =
-            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->in_md, eng, fresh->src_md));
-      const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
-      fresh->out_layout = nhwc_ok ? LayoutOf(fresh->dst_md, y) : Layout::kPlain;
-      fresh->out_md = LayoutDesc(y, fresh->out_layout);
-      fresh->reorder_dst = fresh->dst_md != fresh->out_md;
-      if (fresh->reorder_dst)
-        fresh->dst_reorder =
-            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->dst_md, eng, fresh->out_md));
-      if (fuse && f.sum) {
-        Layout rl = slot.in_layouts.size() > fresh->sum_index ? slot.in_layouts[fresh->sum_index]
-                                                              : Layout::kPlain;
-        fresh->res_md = LayoutDesc(y, rl);
-        if (fresh->res_md != fresh->dst_md)
-          fresh->res_reorder =
-              dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->res_md, eng, fresh->dst_md));
+    const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
+    const Layout res_layout = fuse && f.sum && slot.in_layouts.size() > fresh->sum_index
+                                  ? slot.in_layouts[fresh->sum_index]
+                                  : Layout::kPlain;
+    // 3x3, stride 1, dilation 1, group 1: Winograd where the rule (or an override) says so.
+    if (group == 1 && w.dim(2) == 3 && w.dim(3) == 3 && ss[0] == 1 && ss[1] == 1 && dd[0] == 0 &&
+        dd[1] == 0 && x.dim(0) > 0 && x.dim(1) > 0 && w.dim(0) > 0 && y[2] > 0 && y[3] > 0 &&
+        WinogradSupported()) {
+      WinogradShape ws;
+      ws.n = x.dim(0);
+      ws.c = x.dim(1);
+      ws.h = x.dim(2);
+      ws.w = x.dim(3);
+      ws.k = w.dim(0);
+      ws.oh = y[2];
+      ws.ow = y[3];
+      ws.pad_t = pl[0];
+      ws.pad_l = pl[1];
+      ConvAlgo algo = ConvAlgoOverride();
+      if (algo == ConvAlgo::kAuto) algo = ChooseConvAlgo(ws);
+      if (algo == ConvAlgo::kWinograd2 || algo == ConvAlgo::kWinograd4) {
+        fresh->out_layout = nhwc_ok && ws.k % 8 == 0 ? Layout::kBlocked8 : Layout::kPlain;
+        fresh->wino =
+            std::make_unique<WinogradConv>(ws, algo == ConvAlgo::kWinograd2 ? 2 : 4, in_layout,
+                                           fresh->out_layout, res_layout, fuse ? f : Fusion{});
       }
-      fresh->packed_w = memory(pd.weights_desc(), eng);
-      fresh->wei_reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, fresh->wei_user_md, eng, pd.weights_desc()));
-    } catch (const dnnl::error&) {
-      slot.declined = true;
-      return Status::Ok();
+    }
+    if (!fresh->wino) {
+      try {
+        dnnl::engine& eng = slot.provider->engine();
+        // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
+        // blocks with AVX2); consecutive cpu layers then share them without reorders.
+        auto make = [&](const memory::desc& src, const memory::desc& dst) {
+          dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                            dnnl::algorithm::convolution_direct, src, wei_any,
+                                            bias_md, dst, ss, dd, pl, pr);
+          return dnnl::convolution_forward::primitive_desc(d, attr, eng);
+        };
+        dnnl::convolution_forward::primitive_desc pd = make(any(x.shape()), any(y));
+        fresh->prim = dnnl::convolution_forward(pd);
+        fresh->src_md = pd.src_desc();
+        fresh->dst_md = pd.dst_desc();
+        fresh->reorder_src = fresh->src_md != fresh->in_md;
+        if (fresh->reorder_src)
+          fresh->src_reorder =
+              dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->in_md, eng, fresh->src_md));
+        fresh->out_layout = nhwc_ok ? LayoutOf(fresh->dst_md, y) : Layout::kPlain;
+        fresh->out_md = LayoutDesc(y, fresh->out_layout);
+        fresh->reorder_dst = fresh->dst_md != fresh->out_md;
+        if (fresh->reorder_dst)
+          fresh->dst_reorder =
+              dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->dst_md, eng, fresh->out_md));
+        if (fuse && f.sum) {
+          fresh->res_md = LayoutDesc(y, res_layout);
+          if (fresh->res_md != fresh->dst_md)
+            fresh->res_reorder = dnnl::reorder(
+                dnnl::reorder::primitive_desc(eng, fresh->res_md, eng, fresh->dst_md));
+        }
+        fresh->packed_w = memory(pd.weights_desc(), eng);
+        fresh->wei_reorder = dnnl::reorder(
+            dnnl::reorder::primitive_desc(eng, fresh->wei_user_md, eng, pd.weights_desc()));
+      } catch (const dnnl::error&) {
+        slot.declined = true;
+        return Status::Ok();
+      }
     }
     slot.state = std::move(fresh);
     st = static_cast<ConvState*>(slot.state.get());
@@ -170,10 +201,14 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   const void* wptr = ctx.input(1).raw();
   const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
   if (!w_const || st->packed_from != wptr) {
-    dnnl::engine& eng = slot.provider->engine();
-    memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
-    st->wei_reorder.execute(slot.provider->stream(), user, st->packed_w);
-    slot.provider->stream().wait();
+    if (st->wino) {
+      st->wino->PackWeights(static_cast<const float*>(wptr));
+    } else {
+      dnnl::engine& eng = slot.provider->engine();
+      memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
+      st->wei_reorder.execute(slot.provider->stream(), user, st->packed_w);
+      slot.provider->stream().wait();
+    }
     st->packed_from = w_const ? wptr : nullptr;
   }
   ctx.set_output(0, DType::kFloat, st->out_shape);
@@ -185,6 +220,13 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
 void RunConv(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<ConvState*>(slot.state.get());
   Provider& p = *slot.provider;
+  if (st->wino) {
+    const bool sum = st->fused && slot.fusion.sum;
+    st->wino->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
+                  sum ? ctx.input(st->sum_index).data<float>() : nullptr,
+                  ctx.output(0).data<float>(), p.Scratch(0, st->wino->scratch_bytes()));
+    return;
+  }
   dnnl::engine& eng = p.engine();
   dnnl::stream& s = p.stream();
   void* x = const_cast<void*>(ctx.input(0).raw());

@@ -1,0 +1,558 @@
+// Winograd F(2x2,3x3) / F(4x4,3x3) convolution for the cpu provider (see winograd.h).
+//
+// Transform matrices (points 0, 1, -1 for m = 2; 0, 1, -1, 2, -2 for m = 4; plus infinity):
+//   m = 2: B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+//          A^T = [1 1 1 0; 0 1 -1 -1]
+//   m = 4: B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+//                 0 4 0 -5 0 1],
+//          G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1],
+//          A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+// The 2-D transforms apply the 1-D one to the columns, then to the rows, 8 channels per AVX
+// register.
+#include "ops/cpu/winograd.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string_view>
+
+#include "ops/cpu/dnnl_util.h"
+
+#define FERRY_AVX2 __attribute__((target("avx2,fma")))
+#define FERRY_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+std::atomic<int> g_override{-1};  // -1: not set (use the environment, then the rule)
+std::atomic<uint64_t> g_runs{0};
+
+constexpr int64_t kGemmRows = 6;   // tiles per GEMM step
+constexpr int64_t kGemmCols = 16;  // output channels per GEMM step (two AVX registers)
+
+int64_t RoundUp(int64_t v, int64_t to) {
+  return (v + to - 1) / to * to;
+}
+size_t Align64(size_t b) {
+  return (b + 63) / 64 * 64;
+}
+
+// Element (n, c, y, x) of an [N, C, H, W] tensor stored in layout l.
+inline int64_t Index(Layout l, int64_t C, int64_t H, int64_t W, int64_t n, int64_t c, int64_t y,
+                     int64_t x) {
+  switch (l) {
+    case Layout::kNhwc:
+      return ((n * H + y) * W + x) * C + c;
+    case Layout::kBlocked8:
+      return (((n * (C / 8) + c / 8) * H + y) * W + x) * 8 + c % 8;
+    case Layout::kBlocked16:
+      return (((n * (C / 16) + c / 16) * H + y) * W + x) * 16 + c % 16;
+    case Layout::kPlain:
+      break;
+  }
+  return ((n * C + c) * H + y) * W + x;
+}
+
+// 1-D transforms of 8 channels at once: In = B^T d, Out = A^T m.
+template <int M>
+struct Tr;
+
+template <>
+struct Tr<2> {
+  FERRY_AVX2_INLINE static void In(const __m256* d, __m256* r) {
+    r[0] = _mm256_sub_ps(d[0], d[2]);
+    r[1] = _mm256_add_ps(d[1], d[2]);
+    r[2] = _mm256_sub_ps(d[2], d[1]);
+    r[3] = _mm256_sub_ps(d[1], d[3]);
+  }
+  FERRY_AVX2_INLINE static void Out(const __m256* m, __m256* o) {
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
+    o[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+  }
+};
+
+template <>
+struct Tr<4> {
+  FERRY_AVX2_INLINE static void In(const __m256* d, __m256* r) {
+    const __m256 two = _mm256_set1_ps(2.f), four = _mm256_set1_ps(4.f), five = _mm256_set1_ps(5.f);
+    r[0] = _mm256_fmadd_ps(four, d[0], _mm256_fnmadd_ps(five, d[2], d[4]));
+    r[1] = _mm256_fnmadd_ps(four, _mm256_add_ps(d[1], d[2]), _mm256_add_ps(d[3], d[4]));
+    r[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(d[1], d[2]), _mm256_sub_ps(d[4], d[3]));
+    const __m256 a = _mm256_sub_ps(d[4], d[2]), b = _mm256_sub_ps(d[3], d[1]);
+    r[3] = _mm256_fmadd_ps(two, b, a);
+    r[4] = _mm256_fnmadd_ps(two, b, a);
+    r[5] = _mm256_fmadd_ps(four, d[1], _mm256_fnmadd_ps(five, d[3], d[5]));
+  }
+  FERRY_AVX2_INLINE static void Out(const __m256* m, __m256* o) {
+    const __m256 s12 = _mm256_add_ps(m[1], m[2]), d12 = _mm256_sub_ps(m[1], m[2]);
+    const __m256 s34 = _mm256_add_ps(m[3], m[4]), d34 = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], s12), s34);
+    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.f), d34, d12);
+    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.f), s34, s12);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), d34, d12), m[5]);
+  }
+};
+
+// V = B^T d B for one tile of 8 channels: d rows `rs` floats apart (8 floats per pixel); the
+// A*A results go to dst + p * ps.
+template <int M>
+FERRY_AVX2 void InputTile(const float* src, int64_t rs, float* dst, int64_t ps) {
+  constexpr int A = M + 2;
+  __m256 t[A][A];
+#pragma GCC unroll 8
+  for (int j = 0; j < A; ++j) {
+    __m256 d[A], r[A];
+#pragma GCC unroll 8
+    for (int i = 0; i < A; ++i) d[i] = _mm256_loadu_ps(src + i * rs + j * 8);
+    Tr<M>::In(d, r);
+#pragma GCC unroll 8
+    for (int i = 0; i < A; ++i) t[i][j] = r[i];
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < A; ++i) {
+    __m256 r[A];
+    Tr<M>::In(t[i], r);
+#pragma GCC unroll 8
+    for (int j = 0; j < A; ++j) _mm256_storeu_ps(dst + (i * A + j) * ps, r[j]);
+  }
+}
+
+// Y = A^T m A for one tile of 8 output channels: m at src + p * ps.
+template <int M>
+FERRY_AVX2_INLINE void OutputTile(const float* src, int64_t ps, __m256 (*o)[M]) {
+  constexpr int A = M + 2;
+  __m256 t[M][A];
+#pragma GCC unroll 8
+  for (int j = 0; j < A; ++j) {
+    __m256 m[A], r[M];
+#pragma GCC unroll 8
+    for (int i = 0; i < A; ++i) m[i] = _mm256_loadu_ps(src + (i * A + j) * ps);
+    Tr<M>::Out(m, r);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) t[i][j] = r[i];
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) Tr<M>::Out(t[i], o[i]);
+}
+
+// out[r][0..16) = sum_i v[r * vs + i] * u[i * 16 + 0..16) for r < R (R tiles, 16 channels).
+template <int R>
+FERRY_AVX2 void GemmStep(const float* v, int64_t vs, const float* u, int64_t c, float* out,
+                         int64_t os) {
+  __m256 a0[R], a1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < c; ++i) {
+    // The weights stream from memory on the first pass over a panel: fetch ahead.
+    _mm_prefetch(reinterpret_cast<const char*>(u + i * 16 + 2048), _MM_HINT_T0);
+    const __m256 u0 = _mm256_loadu_ps(u + i * 16), u1 = _mm256_loadu_ps(u + i * 16 + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 b = _mm256_broadcast_ss(v + r * vs + i);
+      a0[r] = _mm256_fmadd_ps(b, u0, a0[r]);
+      a1[r] = _mm256_fmadd_ps(b, u1, a1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(out + r * os, a0[r]);
+    _mm256_storeu_ps(out + r * os + 8, a1[r]);
+  }
+}
+
+struct RunArgs {
+  const WinogradShape* s;
+  int64_t cp, kp, th, tw, t;
+  const float* x;     // nChw8c, cp channels
+  const float* u;     // transformed weights
+  const float* bias;  // kp floats
+  const float* res;   // residual (fusion.sum) or null
+  float* v;           // [A*A][t][cp]
+  float* m;           // [A*A][t][kp]
+  float* y;
+  Layout out, res_layout;
+  float lo, hi;  // activation bounds (-inf, inf: none)
+};
+
+// Input transform of work items [b, e) (item = tile * C/8 + channel block).
+template <int M>
+FERRY_AVX2 void InputItems(const RunArgs& a, int64_t b, int64_t e) {
+  constexpr int A = M + 2;
+  const WinogradShape& s = *a.s;
+  const int64_t cb_n = a.cp / 8, per_image = a.th * a.tw;
+  alignas(32) float buf[A * A * 8];
+  for (int64_t item = b; item < e; ++item) {
+    const int64_t t = item / cb_n, cb = item % cb_n;
+    const int64_t n = t / per_image, ty = t % per_image / a.tw, tx = t % a.tw;
+    const int64_t iy0 = ty * M - s.pad_t, ix0 = tx * M - s.pad_l;
+    const float* plane = a.x + (n * cb_n + cb) * s.h * s.w * 8;
+    float* dst = a.v + t * a.cp + cb * 8;
+    if (iy0 >= 0 && ix0 >= 0 && iy0 + A <= s.h && ix0 + A <= s.w) {
+      InputTile<M>(plane + (iy0 * s.w + ix0) * 8, s.w * 8, dst, a.t * a.cp);
+      continue;
+    }
+    std::memset(buf, 0, sizeof(buf));
+    for (int64_t i = 0; i < A; ++i) {
+      const int64_t iy = iy0 + i;
+      if (iy < 0 || iy >= s.h) continue;
+      const int64_t j0 = std::max<int64_t>(0, -ix0), j1 = std::min<int64_t>(A, s.w - ix0);
+      if (j0 < j1)
+        std::memcpy(buf + (i * A + j0) * 8, plane + (iy * s.w + ix0 + j0) * 8,
+                    static_cast<size_t>(j1 - j0) * 8 * sizeof(float));
+    }
+    InputTile<M>(buf, A * 8, dst, a.t * a.cp);
+  }
+}
+
+// GEMM of work items [b, e) (item = position * K/16 + output channel block).
+FERRY_AVX2 void GemmItems(const RunArgs& a, int64_t b, int64_t e) {
+  const int64_t kb_n = a.kp / kGemmCols;
+  for (int64_t item = b; item < e; ++item) {
+    const int64_t p = item / kb_n, kb = item % kb_n;
+    const float* vp = a.v + p * a.t * a.cp;
+    const float* up = a.u + (p * kb_n + kb) * a.cp * kGemmCols;
+    float* mp = a.m + p * a.t * a.kp + kb * kGemmCols;
+    int64_t t = 0;
+    for (; t + kGemmRows <= a.t; t += kGemmRows)
+      GemmStep<kGemmRows>(vp + t * a.cp, a.cp, up, a.cp, mp + t * a.kp, a.kp);
+    const float* vt = vp + t * a.cp;
+    float* mt = mp + t * a.kp;
+    switch (a.t - t) {
+      case 5:
+        GemmStep<5>(vt, a.cp, up, a.cp, mt, a.kp);
+        break;
+      case 4:
+        GemmStep<4>(vt, a.cp, up, a.cp, mt, a.kp);
+        break;
+      case 3:
+        GemmStep<3>(vt, a.cp, up, a.cp, mt, a.kp);
+        break;
+      case 2:
+        GemmStep<2>(vt, a.cp, up, a.cp, mt, a.kp);
+        break;
+      case 1:
+        GemmStep<1>(vt, a.cp, up, a.cp, mt, a.kp);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// bias + residual, activation, store: one output pixel of 8 channels in nChw8c.
+FERRY_AVX2_INLINE void Put(__m256 val, __m256 bias, const float* res, __m256 lo, __m256 hi,
+                           float* y) {
+  val = _mm256_add_ps(val, bias);
+  if (res) val = _mm256_add_ps(val, _mm256_loadu_ps(res));
+  // max/min return their second operand when either is NaN: NaN propagates.
+  val = _mm256_min_ps(hi, _mm256_max_ps(lo, val));
+  _mm256_storeu_ps(y, val);
+}
+
+// Output transform of work items [b, e) (item = tile * ceil(K/8) + output channel block).
+template <int M>
+FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
+  const WinogradShape& s = *a.s;
+  const int64_t kb_n = (s.k + 7) / 8, per_image = a.th * a.tw, plane = s.oh * s.ow;
+  const bool fast = a.out == Layout::kBlocked8 && (!a.res || a.res_layout == Layout::kBlocked8);
+  const __m256 lo = _mm256_set1_ps(a.lo), hi = _mm256_set1_ps(a.hi);
+  alignas(32) float tmp[M * M * 8];
+  for (int64_t item = b; item < e; ++item) {
+    const int64_t t = item / kb_n, kb = item % kb_n;
+    const int64_t n = t / per_image, ty = t % per_image / a.tw, tx = t % a.tw;
+    const int64_t oy0 = ty * M, ox0 = tx * M;
+    const int64_t ny = std::min<int64_t>(M, s.oh - oy0), nx = std::min<int64_t>(M, s.ow - ox0);
+    __m256 o[M][M];
+    OutputTile<M>(a.m + t * a.kp + kb * 8, a.t * a.kp, o);
+    const __m256 bias = _mm256_loadu_ps(a.bias + kb * 8);
+    if (fast) {
+      const int64_t base = ((n * kb_n + kb) * plane + oy0 * s.ow + ox0) * 8;
+      float* yb = a.y + base;
+      const float* rb = a.res ? a.res + base : nullptr;
+      if (ny == M && nx == M) {
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+          for (int j = 0; j < M; ++j) {
+            const int64_t off = (i * s.ow + j) * 8;
+            Put(o[i][j], bias, rb ? rb + off : nullptr, lo, hi, yb + off);
+          }
+      } else {
+        for (int64_t i = 0; i < ny; ++i)
+          for (int64_t j = 0; j < nx; ++j) {
+            const int64_t off = (i * s.ow + j) * 8;
+            Put(o[i][j], bias, rb ? rb + off : nullptr, lo, hi, yb + off);
+          }
+      }
+      continue;
+    }
+    // Other layouts: bias (and the activation when there is no residual) in registers, then
+    // one channel at a time.
+    const bool act_now = !a.res;
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < M; ++j) {
+        __m256 val = _mm256_add_ps(o[i][j], bias);
+        if (act_now) val = _mm256_min_ps(hi, _mm256_max_ps(lo, val));
+        _mm256_store_ps(tmp + (i * M + j) * 8, val);
+      }
+    const int64_t lanes = std::min<int64_t>(8, s.k - kb * 8);
+    auto finish = [&](float val, float r) {
+      val += r;
+      // Same NaN behaviour as the vector path: max/min return the value when it is NaN.
+      return std::isnan(val) ? val : std::min(a.hi, std::max(a.lo, val));
+    };
+    if (a.out == Layout::kPlain && (!a.res || a.res_layout == Layout::kPlain)) {
+      for (int64_t l = 0; l < lanes; ++l) {
+        const int64_t at = ((n * s.k + kb * 8 + l) * s.oh + oy0) * s.ow + ox0;
+        float* yc = a.y + at;
+        const float* rc = a.res ? a.res + at : nullptr;
+        for (int64_t i = 0; i < ny; ++i)
+          for (int64_t j = 0; j < nx; ++j) {
+            const float val = tmp[(i * M + j) * 8 + l];
+            yc[i * s.ow + j] = rc ? finish(val, rc[i * s.ow + j]) : val;
+          }
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < ny; ++i)
+      for (int64_t j = 0; j < nx; ++j)
+        for (int64_t l = 0; l < lanes; ++l) {
+          const int64_t c = kb * 8 + l;
+          float val = tmp[(i * M + j) * 8 + l];
+          if (a.res)
+            val = finish(val, a.res[Index(a.res_layout, s.k, s.oh, s.ow, n, c, oy0 + i, ox0 + j)]);
+          a.y[Index(a.out, s.k, s.oh, s.ow, n, c, oy0 + i, ox0 + j)] = val;
+        }
+  }
+}
+
+// Runs fn(begin, end) over [0, n) in about 16 chunks per thread, handed out dynamically (a
+// thread that is descheduled on a busy machine does not hold the others up). Inside an OpenMP
+// parallel region; the implicit barrier at the end separates the phases.
+template <typename F>
+void ForChunks(int64_t n, F&& fn) {
+#ifdef _OPENMP
+  const int64_t chunk = std::max<int64_t>(1, n / (16 * omp_get_num_threads()));
+  const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp for schedule(dynamic, 1)
+  for (int64_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
+#else
+  fn(int64_t{0}, n);
+#endif
+}
+
+// The three phases in one OpenMP region (a barrier between them).
+template <int M>
+void RunPhases(const RunArgs& a) {
+  const int64_t n_in = a.t * (a.cp / 8), n_gemm = (M + 2) * (M + 2) * (a.kp / kGemmCols),
+                n_out = a.t * ((a.s->k + 7) / 8);
+#ifdef _OPENMP
+  if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel
+    {
+      ForChunks(n_in, [&](int64_t b, int64_t e) { InputItems<M>(a, b, e); });
+      ForChunks(n_gemm, [&](int64_t b, int64_t e) { GemmItems(a, b, e); });
+      ForChunks(n_out, [&](int64_t b, int64_t e) { OutputItems<M>(a, b, e); });
+    }
+    return;
+  }
+#endif
+  InputItems<M>(a, 0, n_in);
+  GemmItems(a, 0, n_gemm);
+  OutputItems<M>(a, 0, n_out);
+}
+
+// Filter transform of 16 output channels x one input channel: U = G g G^T in double (the inner
+// loops over the 16 channels vectorise). w: [K][C][3][3]; writes u[p][kb][c][16] for every
+// position p.
+template <int A>
+FERRY_AVX2 void FilterBlock(const double (*g)[3], const float* w, int64_t K, int64_t C, int64_t kb,
+                            int64_t c, int64_t cp, int64_t kb_n, float* u) {
+  double in[9][16], tmp[A][3][16];
+  for (int kk = 0; kk < 16; ++kk) {
+    const int64_t k = kb * 16 + kk;
+    for (int e = 0; e < 9; ++e) in[e][kk] = k < K ? w[(k * C + c) * 9 + e] : 0.0;
+  }
+  for (int i = 0; i < A; ++i)
+    for (int col = 0; col < 3; ++col)
+      for (int kk = 0; kk < 16; ++kk)
+        tmp[i][col][kk] =
+            g[i][0] * in[col][kk] + g[i][1] * in[3 + col][kk] + g[i][2] * in[6 + col][kk];
+  for (int i = 0; i < A; ++i)
+    for (int j = 0; j < A; ++j) {
+      float* dst = u + (((i * A + j) * kb_n + kb) * cp + c) * 16;
+      for (int kk = 0; kk < 16; ++kk)
+        dst[kk] = static_cast<float>(g[j][0] * tmp[i][0][kk] + g[j][1] * tmp[i][1][kk] +
+                                     g[j][2] * tmp[i][2][kk]);
+    }
+}
+
+constexpr double kG2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
+                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                              {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                              {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                              {0, 0, 1}};
+
+}  // namespace
+
+void SetConvAlgoOverride(ConvAlgo a) {
+  g_override.store(static_cast<int>(a));
+}
+
+ConvAlgo ConvAlgoOverride() {
+  const int forced = g_override.load();
+  if (forced >= 0) return static_cast<ConvAlgo>(forced);
+  static const ConvAlgo from_env = [] {
+    const char* e = std::getenv("FERRY_CONV_ALGO");
+    const std::string_view v = e ? e : "";
+    if (v == "direct") return ConvAlgo::kDirect;
+    if (v == "winograd2") return ConvAlgo::kWinograd2;
+    if (v == "winograd4") return ConvAlgo::kWinograd4;
+    return ConvAlgo::kAuto;
+  }();
+  return from_env;
+}
+
+uint64_t WinogradRuns() {
+  return g_runs.load();
+}
+
+bool WinogradSupported() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
+  // Measured on ResNet-18's shapes (src/ops/cpu/README.md). Few channels (not measured): the
+  // transforms are a large share of the work. Outputs smaller than 2x2: F(2x2) computes 16
+  // products where the direct convolution needs 9. F(4x4) needs at least ~20x20 outputs: its
+  // transformed weights (36 x C x K) are 4x the direct ones and stream from memory once per run,
+  // shared by fewer tiles on small images (ResNet-18's 14x14 and 7x7 layers: F(2x2)).
+  if (s.c < 16 || s.k < 16 || s.oh < 2 || s.ow < 2) return ConvAlgo::kDirect;
+  return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
+}
+
+WinogradConv::WinogradConv(const WinogradShape& s, int tile, Layout in, Layout out, Layout res,
+                           const Fusion& fusion)
+    : s_(s), m_(tile), a_(tile + 2), in_(in), out_(out), res_(res), fusion_(fusion) {
+  cp_ = RoundUp(s.c, 8);
+  kp_ = RoundUp(s.k, kGemmCols);
+  th_ = (s.oh + m_ - 1) / m_;
+  tw_ = (s.ow + m_ - 1) / m_;
+  t_ = s.n * th_ * tw_;
+  const int64_t positions = int64_t{a_} * a_;
+  u_.assign(static_cast<size_t>(positions * kp_ * cp_ + 16), 0.f);
+  const auto addr = reinterpret_cast<uintptr_t>(u_.data());
+  u_off_ = ((64 - addr % 64) % 64) / sizeof(float);
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off += Align64(bytes);
+    return at;
+  };
+  off_x_ = take(in_ == Layout::kBlocked8 ? 0 : sizeof(float) * s.n * cp_ * s.h * s.w);
+  off_v_ = take(sizeof(float) * positions * t_ * cp_);
+  off_m_ = take(sizeof(float) * positions * t_ * kp_);
+  off_r_ = take(fusion_.sum && res_ != out_ ? sizeof(float) * s.n * s.k * s.oh * s.ow : 0);
+  off_b_ = take(sizeof(float) * kp_);
+  total_ = off;
+}
+
+size_t WinogradConv::scratch_bytes() const {
+  return total_;
+}
+
+void WinogradConv::PackWeights(const float* w) {
+  float* u = u_.data() + u_off_;
+  const int64_t kb_n = kp_ / 16, cp = cp_, c_n = s_.c, k_n = s_.k;
+  const int a = a_;
+  ParallelRange(kb_n * c_n, 64, [&](int64_t b, int64_t e) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t kb = item / c_n, c = item % c_n;
+      if (a == 4)
+        FilterBlock<4>(kG2, w, k_n, c_n, kb, c, cp, kb_n, u);
+      else
+        FilterBlock<6>(kG4, w, k_n, c_n, kb, c, cp, kb_n, u);
+    }
+  });
+}
+
+void WinogradConv::Run(const float* x, const float* bias, const float* res, float* y,
+                       void* scratch) const {
+  g_runs.fetch_add(1, std::memory_order_relaxed);
+  auto* sb = static_cast<std::byte*>(scratch);
+  const WinogradShape& s = s_;
+  RunArgs a;
+  a.s = &s_;
+  a.cp = cp_;
+  a.kp = kp_;
+  a.th = th_;
+  a.tw = tw_;
+  a.t = t_;
+  a.u = u_.data() + u_off_;
+  a.v = reinterpret_cast<float*>(sb + off_v_);
+  a.m = reinterpret_cast<float*>(sb + off_m_);
+  a.y = y;
+  a.out = out_;
+  a.res_layout = res_;
+  // Input: nChw8c with C rounded up to 8 (zeros in the padding channels).
+  a.x = x;
+  if (in_ != Layout::kBlocked8) {
+    auto* xb = reinterpret_cast<float*>(sb + off_x_);
+    const int64_t cb_n = cp_ / 8;
+    ParallelRange(s.n * cb_n * s.h, 16, [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        const int64_t iy = row % s.h, cb = row / s.h % cb_n, n = row / s.h / cb_n;
+        float* dst = xb + row * s.w * 8;
+        for (int64_t l = 0; l < 8; ++l) {
+          const int64_t c = cb * 8 + l;
+          if (c >= s.c) {
+            for (int64_t ix = 0; ix < s.w; ++ix) dst[ix * 8 + l] = 0.f;
+          } else if (in_ == Layout::kPlain) {
+            const float* src = x + ((n * s.c + c) * s.h + iy) * s.w;
+            for (int64_t ix = 0; ix < s.w; ++ix) dst[ix * 8 + l] = src[ix];
+          } else {
+            for (int64_t ix = 0; ix < s.w; ++ix)
+              dst[ix * 8 + l] = x[Index(in_, s.c, s.h, s.w, n, c, iy, ix)];
+          }
+        }
+      }
+    });
+    a.x = xb;
+  }
+  auto* bp = reinterpret_cast<float*>(sb + off_b_);
+  for (int64_t k = 0; k < kp_; ++k) bp[k] = bias && k < s.k ? bias[k] : 0.f;
+  a.bias = bp;
+  a.res = nullptr;
+  if (fusion_.sum) {
+    a.res = res;
+    if (res_ != out_ && res == y) {  // written in another layout: read from a copy
+      auto* rc = reinterpret_cast<float*>(sb + off_r_);
+      std::memcpy(rc, res, sizeof(float) * s.n * s.k * s.oh * s.ow);
+      a.res = rc;
+    }
+  }
+  a.lo = -std::numeric_limits<float>::infinity();
+  a.hi = std::numeric_limits<float>::infinity();
+  if (fusion_.act == Fusion::Act::kRelu) a.lo = 0.f;
+  if (fusion_.act == Fusion::Act::kClip) {
+    a.lo = fusion_.lo;
+    a.hi = fusion_.hi;
+  }
+  if (m_ == 2)
+    RunPhases<2>(a);
+  else
+    RunPhases<4>(a);
+}
+
+}  // namespace ferry::ops::cpu

@@ -1,0 +1,77 @@
+// Internal to the cpu provider: Winograd convolution F(2x2,3x3) and F(4x4,3x3) for 3x3, stride-1,
+// dilation-1, group-1 float32 convolutions (conv.cc picks it per shape, see ChooseConvAlgo).
+//
+// Y = A^T [ (G g G^T) . (B^T d B) ] A per output tile of m x m (m = 2 or 4, input tile m + 2):
+//  * the filter transform U = G g G^T is computed once (in double) at prepare time, stored as
+//    [position][K/16][C][16];
+//  * the input transform reads 8 channels at a time from an nChw8c (Layout::kBlocked8) input
+//    (other layouts are first packed into a zero-padded nChw8c copy) and writes
+//    V[position][tile][C];
+//  * one GEMM per position, M[p] = V[p] x U[p] ([tiles x C] x [C x K]), own AVX2/FMA kernel
+//    (6 tiles x 16 output channels per step);
+//  * the output transform adds the bias, the fused residual (Fusion::sum) and the activation and
+//    writes nChw8c (or any other Layout through a scalar path).
+// The kernels are compiled for AVX2+FMA with a function attribute and used only when the CPU has
+// them (WinogradSupported); without them conv.cc keeps oneDNN's direct convolution.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/cpu/cpu_kernel.h"
+
+namespace ferry::ops::cpu {
+
+enum class ConvAlgo : uint8_t { kAuto, kDirect, kWinograd2, kWinograd4 };
+
+// Forces an algorithm for every eligible convolution (tests, ferry_micro); kAuto restores the rule.
+// Without a forced value, the environment variable FERRY_CONV_ALGO (direct, winograd2, winograd4)
+// is read once, for benchmarking from the command line. Takes effect at the next prepare that
+// rebuilds a Conv's state (new sessions always do).
+void SetConvAlgoOverride(ConvAlgo a);
+ConvAlgo ConvAlgoOverride();
+// Number of Winograd convolutions run by this process (tests check the path was taken).
+uint64_t WinogradRuns();
+// AVX2 and FMA are available (the only build of these kernels).
+bool WinogradSupported();
+
+struct WinogradShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input [N, C, H, W]
+  int64_t k = 0;                       // output channels
+  int64_t oh = 0, ow = 0;              // output spatial size
+  int64_t pad_t = 0, pad_l = 0;        // leading pads (the trailing ones follow from oh, ow)
+};
+
+// The algorithm for a 3x3 stride-1 group-1 convolution of this shape, by measurement on AVX2
+// (src/ops/cpu/README.md): kDirect, kWinograd2 or kWinograd4.
+ConvAlgo ChooseConvAlgo(const WinogradShape& s);
+
+class WinogradConv {
+ public:
+  // tile: 2 or 4. `in`, `out`, `res`: layouts of the input, output and residual (Fusion::sum).
+  WinogradConv(const WinogradShape& s, int tile, Layout in, Layout out, Layout res,
+               const Fusion& fusion);
+  // w: [K][C][3][3] float32 (row-major).
+  void PackWeights(const float* w);
+  size_t scratch_bytes() const;
+  // bias: [K] or null; res: the residual in layout `res` (read only when fusion.sum), may alias y;
+  // scratch: scratch_bytes(), 64-byte aligned. Runs on the calling OpenMP threads.
+  void Run(const float* x, const float* bias, const float* res, float* y, void* scratch) const;
+
+  int tile() const { return m_; }
+
+ private:
+  WinogradShape s_;
+  int m_, a_;              // output tile side, input tile side (m + 2)
+  int64_t cp_, kp_;        // C rounded up to 8, K rounded up to 16
+  int64_t th_, tw_, t_;    // tiles per column, per row, in all (N * th * tw)
+  Layout in_, out_, res_;  // as given
+  Fusion fusion_;
+  std::vector<float> u_;  // [a*a][kp/16][cp][16], plus 16 floats of slack for alignment
+  size_t u_off_ = 0;      // first 64-byte aligned float of u_
+  // Scratch layout (byte offsets).
+  size_t off_x_ = 0, off_v_ = 0, off_m_ = 0, off_r_ = 0, off_b_ = 0, total_ = 0;
+};
+
+}  // namespace ferry::ops::cpu
