@@ -257,6 +257,8 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
       if (indeg[k] > 0) return InvalidError("{}: is part of a cycle", graph_.nodes[k].Describe());
   }
   // Steps.
+  std::set<std::string> sub_visible;
+  bool sub_visible_built = false;
   for (size_t k : order) {
     const ir::Node& n = graph_.nodes[k];
     Step st;
@@ -292,10 +294,15 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
     }
     for (const auto& i : n.inputs) st.inputs.push_back(i.empty() ? -1 : Intern(i));
     for (const auto& o : n.outputs) st.outputs.push_back(o.empty() ? -1 : Intern(o));
-    std::set<std::string> sub_visible = visible;
-    for (const auto& [name, p] : producer) sub_visible.insert(name);
     for (const auto& a : n.attributes) {
       if (a.g) {
+        // What a subgraph may read: this graph's names and the enclosing ones. Built once, on
+        // the first subgraph (a per-node copy made session build quadratic in graph size).
+        if (!sub_visible_built) {
+          sub_visible = visible;
+          for (const auto& [name, p] : producer) sub_visible.insert(name);
+          sub_visible_built = true;
+        }
         auto sub = std::make_unique<GraphExecutor>(*a.g, shared_);
         FERRY_RETURN_IF_ERROR(
             sub->Build(sub_visible).With(n.Describe() + " attribute '" + a.name + "'"));
