@@ -2,10 +2,13 @@
 //                [--per-channel] [--activation-type u8|s8] [--weight-type s8] [--symmetric]
 //                [--exclude NODE|OPTYPE]... [--method M] [--max-samples N] [--batch B]
 //                [--eval DIR [--labels FILE]] [--json] [--report FILE.md] [--threads N]
+//                [--accuracy-budget PP | --max-error X] [--latency-runs N]
 // Runs ferry optimize's passes (BatchNormalization folded), rewrites the graph (quant/qdq.h),
 // writes OUT atomically, and with --eval compares OUT against IN on the evaluation set
-// (verify's statistics; accuracy overall and per class with --labels). Exit 0, or 2/3/4 for
-// usage, invalid input, unsupported.
+// (verify's statistics; accuracy overall and per class with --labels; the per-layer table;
+// latency p50). With a budget, first keeps the most sensitive layers float (quant/select.h).
+// Exit 0, 1 when the budget cannot be met (nothing written), or 2/3/4 for usage, invalid
+// input, unsupported.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
