@@ -377,7 +377,7 @@ def case_resnet18(args):
             np.save(os.path.join(d, "image.npy"), images(seed, n))
     out = os.path.join(work, "resnet18_int8.onnx")
     j = run_json(args, "quantize", model, "-o", out, "--mode", "static", "--calibration", calib_dir,
-                 "--per-channel", "--eval", eval_dir, "--json")
+                 "--per-channel", "--eval", eval_dir, "--json", "--latency-runs", "1")
     if j is None:
         return
     check(j["size_ratio"] <= 0.3, "resnet18: int8 file <= 0.3x fp32 (%.3f)" % j["size_ratio"])
@@ -412,7 +412,7 @@ def case_mobilenet_v2(args):
             np.save(os.path.join(d, "image.npy"), images(seed, n))
     out = os.path.join(work, "mobilenet_v2_int8.onnx")
     j = run_json(args, "quantize", model, "-o", out, "--mode", "static", "--calibration", calib_dir,
-                 "--per-channel", "--eval", eval_dir, "--json")
+                 "--per-channel", "--eval", eval_dir, "--json", "--latency-runs", "1")
     if j is None:
         return
     fc = j["eval"]["outputs"][0]["cosine"]
