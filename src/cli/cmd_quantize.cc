@@ -2,13 +2,20 @@
 //                [--per-channel] [--activation-type u8|s8] [--weight-type s8] [--symmetric]
 //                [--exclude NODE|OPTYPE]... [--method M] [--max-samples N] [--batch B]
 //                [--eval DIR [--labels FILE]] [--json] [--report FILE.md] [--threads N]
+//                [--accuracy-budget PP | --max-error X] [--latency-runs N]
 // Runs ferry optimize's passes (BatchNormalization folded), rewrites the graph (quant/qdq.h),
 // writes OUT atomically, and with --eval compares OUT against IN on the evaluation set
-// (verify's statistics; accuracy overall and per class with --labels). Exit 0, or 2/3/4 for
-// usage, invalid input, unsupported.
+// (verify's statistics; accuracy overall and per class with --labels; the per-layer table;
+// latency p50). With a budget, first keeps the most sensitive layers float (quant/select.h).
+// Exit 0, 1 when the budget cannot be met (nothing written), or 2/3/4 for usage, invalid
+// input, unsupported.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -20,8 +27,10 @@
 #include "ir/onnx_io.h"
 #include "quant/calibrate.h"
 #include "quant/qdq.h"
+#include "quant/select.h"
 #include "runtime/session.h"
 #include "verify/compare.h"
+#include "verify/layers.h"
 
 namespace ferry::cli {
 
@@ -34,6 +43,8 @@ struct Options {
   int64_t max_samples = 0, batch = 16;
   int threads = 0;
   bool per_channel = false, symmetric = false, reduce_range = false, json = false;
+  std::optional<double> accuracy_budget, max_error;  // layer selection (one of them)
+  int latency_runs = 5;                              // with --eval; 0: no latency
 };
 
 struct ClassRow {
@@ -164,12 +175,378 @@ double Pp(int64_t num, int64_t den) {
   return den ? 100.0 * static_cast<double>(num) / static_cast<double>(den) : 0;
 }
 
+constexpr const char* kLatencyNote =
+    "engine defaults (cpu provider); no int8 kernels yet: QDQ runs as DequantizeLinear -> float "
+    "op -> QuantizeLinear on the reference kernels";
+
+struct Latency {
+  std::string input;  // what was fed
+  int runs = 0;
+  double before_p50_ms = 0, after_p50_ms = 0;
+};
+
+struct LayerTable {
+  int64_t samples = 0;
+  std::vector<verify::LayerRow> rows;
+  int64_t first_failed = -1;
+  int64_t candidate_only = 0;
+};
+
+struct SelectionInfo {
+  std::string metric;  // "accuracy_drop_pp" or "max_abs_error"
+  std::string output;  // the classifier output (accuracy) or "" (every output)
+  quant::Selection sel;
+};
+
 struct QuantizeRun {
   quant::QuantizeSummary summary;
   uintmax_t size_before = 0, size_after = 0;
   std::string ranges;  // "table X" or "calibrated on DIR (N samples, method)"
   std::optional<Eval> eval;
+  std::optional<SelectionInfo> selection;
+  std::optional<LayerTable> layers;
+  std::optional<Latency> latency;
+  bool written = true;
 };
+
+Result<std::vector<int64_t>> LoadLabels(const std::string& path) {
+  auto t = ReadNpy(path);
+  if (!t.ok()) return t.status().With("--labels");
+  if (!IsInteger(t->dtype()))
+    return InvalidError("--labels '{}': expected integer class ids, got dtype {}", path,
+                        DTypeName(t->dtype()));
+  return t->ToInt64Vector();
+}
+
+// A copy of `prepared` (serialized) quantized with `qo` (static: ranges from `table`).
+Result<std::pair<std::shared_ptr<ir::Model>, quant::QuantizeSummary>> QuantizeCopy(
+    const std::string& prepared, const std::string& mode, const quant::Table& table,
+    const quant::QuantizeOptions& qo) {
+  auto parsed = ir::ParseModel(prepared, "", "prepared model");
+  if (!parsed.ok()) return parsed.status();
+  std::shared_ptr<ir::Model> m(std::move(parsed).value());
+  Result<quant::QuantizeSummary> sum =
+      mode == "static" ? quant::QuantizeStatic(*m, table, qo) : quant::QuantizeDynamic(*m, qo);
+  if (!sum.ok()) return sum.status();
+  return std::make_pair(std::move(m), std::move(sum).value());
+}
+
+// The evaluation set and the float model's outputs on it, kept for the selection's runs.
+struct SelectData {
+  std::vector<verify::DataSet> sets;
+  std::vector<std::vector<Value>> ref;
+  std::vector<int64_t> labels;
+  bool accuracy = false;
+  size_t classifier = 0;  // output index (accuracy)
+  std::string classifier_name;
+  int threads = 0;
+};
+
+Result<SelectData> PrepareSelectData(const Options& o, std::shared_ptr<const ir::Model> prepared) {
+  SelectData d;
+  d.threads = o.threads;
+  int64_t samples = 0;
+  FERRY_ASSIGN_OR_RETURN(d.sets, LoadSamples(o.eval, "--eval", prepared->graph, 64, 0, &samples));
+  runtime::SessionOptions so;
+  so.threads = o.threads;
+  auto s = runtime::Session::Create(prepared, so);
+  if (!s.ok()) return s.status().With("model");
+  for (size_t i = 0; i < d.sets.size(); ++i) {
+    auto r = (*s)->Run(d.sets[i].inputs);
+    if (!r.ok()) return r.status().With(fmt::format("model '{}', {}", o.input, d.sets[i].name));
+    d.ref.push_back(std::move(r).value());
+  }
+  if (o.accuracy_budget) {
+    d.accuracy = true;
+    FERRY_ASSIGN_OR_RETURN(d.labels, LoadLabels(o.labels));
+    bool found = false;
+    for (size_t k = 0; !found && k < d.ref.front().size(); ++k)
+      if (d.ref.front()[k].is_tensor() && verify::IsClassifierOutput(d.ref.front()[k].tensor())) {
+        d.classifier = k;
+        d.classifier_name = (*s)->outputs()[k].name;
+        found = true;
+      }
+    if (!found)
+      return InvalidError(
+          "--accuracy-budget needs a classifier output ([N, C] float, C > 1); use --max-error");
+    int64_t rows = 0;
+    for (const auto& r : d.ref) rows += r[d.classifier].tensor().dim(0);
+    if (rows != static_cast<int64_t>(d.labels.size()))
+      return InvalidError("--labels '{}' holds {} labels, output '{}' has {} rows", o.labels,
+                          d.labels.size(), d.classifier_name, rows);
+  }
+  return d;
+}
+
+// The selection metric of `model` on the evaluation set: accuracy drop in points against the
+// float model (labels), or the largest |quantized - float| over every output element (+inf
+// when the quantized model makes NaN/Inf the float one does not).
+Result<double> MeasureMetric(std::shared_ptr<const ir::Model> model, const SelectData& d) {
+  runtime::SessionOptions so;
+  so.threads = d.threads;
+  FERRY_ASSIGN_OR_RETURN(auto s, runtime::Session::Create(std::move(model), so));
+  verify::ClassifierStats cs(1);
+  double max_abs = 0;
+  int64_t offset = 0;
+  for (size_t i = 0; i < d.sets.size(); ++i) {
+    auto r = s->Run(d.sets[i].inputs);
+    if (!r.ok()) return r.status().With(fmt::format("quantized candidate, {}", d.sets[i].name));
+    for (size_t k = 0; k < d.ref[i].size(); ++k) {
+      const Value& rv = d.ref[i][k];
+      const Value& cv = (*r)[k];
+      if (!rv.is_tensor() || !cv.is_tensor() ||
+          !verify::Incompatibility(rv.tensor(), cv.tensor()).empty())
+        return InvalidError("output {} of a quantized candidate cannot be compared", k);
+      if (d.accuracy) {
+        if (k != d.classifier) continue;
+        cs.Add(rv.tensor(), cv.tensor(), d.labels.data() + offset);
+        offset += rv.tensor().dim(0);
+      } else {
+        verify::Stats st;
+        st.Add(rv.tensor(), cv.tensor(), verify::Tolerance{0, 0});
+        if (st.nan_cand + st.inf_cand > st.nan_ref + st.inf_ref)
+          return std::numeric_limits<double>::infinity();
+        max_abs = std::max(max_abs, st.max_abs);
+      }
+    }
+  }
+  if (d.accuracy) return Pp(cs.ref_correct - cs.cand_correct, cs.labeled);
+  return max_abs;
+}
+
+// Gives every unnamed node a unique name (OpType_index), so that selection can keep it float
+// through --exclude's by-name matching.
+void NameNodes(ir::Graph& g) {
+  std::set<std::string> names;
+  for (const auto& n : g.nodes) names.insert(n.name);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!g.nodes[i].name.empty()) continue;
+    std::string base = fmt::format("{}_{}", g.nodes[i].op_type, i), name = base;
+    for (int k = 1; names.count(name); ++k) name = fmt::format("{}_{}", base, k);
+    g.nodes[i].name = name;
+    names.insert(name);
+  }
+}
+
+Result<SelectionInfo> RunSelection(const Options& o, std::shared_ptr<const ir::Model> shared,
+                                   const quant::Table& table, const quant::QuantizeOptions& qo) {
+  const std::string prepared = ir::SerializeModel(*shared);
+  FERRY_ASSIGN_OR_RETURN(auto full, QuantizeCopy(prepared, o.mode, table, qo));
+  const std::vector<std::string> layers = full.second.quantized_names;
+  if (layers.empty())
+    return UnsupportedError("nothing to quantize in '{}': no layer to select", o.input);
+  FERRY_ASSIGN_OR_RETURN(SelectData d, PrepareSelectData(o, shared));
+  SelectionInfo info;
+  info.metric = d.accuracy ? "accuracy_drop_pp" : "max_abs_error";
+  info.output = d.classifier_name;
+  quant::MeasureFn measure = [&](const std::set<std::string>& floated) -> Result<double> {
+    quant::QuantizeOptions q = qo;
+    q.exclude.insert(floated.begin(), floated.end());
+    FERRY_ASSIGN_OR_RETURN(auto m, QuantizeCopy(prepared, o.mode, table, q));
+    return MeasureMetric(std::move(m.first), d);
+  };
+  const double budget = d.accuracy ? *o.accuracy_budget : *o.max_error;
+  FERRY_ASSIGN_OR_RETURN(info.sel,
+                         quant::SelectLayers(layers, budget, measure, [](size_t i, size_t n) {
+                           Progress("select (solo runs)", i, n);
+                         }));
+  return info;
+}
+
+// Tolerance of a tensor in the per-layer table: 4 quantization steps of its calibrated range
+// ((hi - lo) / 255, the range widened to 0) plus 2% relative; 1e-2 / 1e-2 without a range.
+verify::Tolerance LayerTolerance(const quant::Table* table, const std::string& tensor) {
+  const quant::TensorRange* r = table ? table->Find(tensor) : nullptr;
+  if (!r) return {1e-2, 1e-2};
+  double step = (std::max(r->hi, 0.0) - std::min(r->lo, 0.0)) / 255.0;
+  return {4 * step, 0.02};
+}
+
+// The QDQ writer folds a Relu/Clip whose range starts at 0 into the QuantizeLinear after its
+// producer, and the producer then writes the Relu's output name with pre-Relu values. For the
+// per-layer table the comparable (post-Relu) values are the DequantizeLinear's output after that
+// QuantizeLinear: in `cand` (a copy used only for the table) the producer's output is renamed
+// "<name>/pre_relu" and the DequantizeLinear writes <name>. Returns the number of renames.
+int AlignFoldedRelus(ir::Graph& cand, const ir::Graph& ref) {
+  std::map<std::string, std::string> ref_op;
+  for (const auto& n : ref.nodes)
+    for (const auto& t : n.outputs) ref_op[t] = n.op_type;
+  auto rename_inputs = [&](const std::string& from, const std::string& to) {
+    for (auto& n : cand.nodes)
+      for (auto& in : n.inputs)
+        if (in == from) in = to;
+  };
+  int renamed = 0;
+  for (size_t i = 0; i < cand.nodes.size(); ++i) {
+    if (cand.nodes[i].outputs.empty()) continue;
+    const std::string x = cand.nodes[i].outputs[0];
+    auto it = ref_op.find(x);
+    if (x.empty() || it == ref_op.end() || it->second == cand.nodes[i].op_type ||
+        (it->second != "Relu" && it->second != "Clip"))
+      continue;
+    ir::Node* q = nullptr;
+    for (auto& n : cand.nodes)
+      if (n.op_type == "QuantizeLinear" && !n.inputs.empty() && n.inputs[0] == x) q = &n;
+    if (!q || q->outputs.empty()) continue;
+    ir::Node* dq = nullptr;
+    for (auto& n : cand.nodes)
+      if (n.op_type == "DequantizeLinear" && !n.inputs.empty() && n.inputs[0] == q->outputs[0])
+        dq = &n;
+    if (!dq || dq->outputs.empty()) continue;
+    const std::string pre = x + "/pre_relu", d = dq->outputs[0];
+    rename_inputs(x, pre);
+    cand.nodes[i].outputs[0] = pre;
+    rename_inputs(d, x);
+    dq->outputs[0] = x;
+    ++renamed;
+  }
+  return renamed;
+}
+
+// Float (prepared) vs quantized per layer on the first 64 evaluation samples.
+Result<LayerTable> LayerErrors(const Options& o, std::shared_ptr<const ir::Model> prepared,
+                               std::shared_ptr<const ir::Model> quantized,
+                               const quant::Table* table) {
+  LayerTable lt;
+  FERRY_ASSIGN_OR_RETURN(auto sets,
+                         LoadSamples(o.eval, "--eval", prepared->graph, 64, 64, &lt.samples));
+  FERRY_ASSIGN_OR_RETURN(auto capture, verify::LayerCapture::Create([table](const std::string& t) {
+                           return LayerTolerance(table, t);
+                         }));
+  runtime::SessionOptions so;
+  so.threads = o.threads;
+  {
+    FERRY_ASSIGN_OR_RETURN(auto ref, runtime::Session::Create(prepared, so));
+    for (size_t i = 0; i < sets.size(); ++i) {
+      runtime::RunOptions ro;
+      ro.observer = capture->ReferenceObserver(static_cast<int>(i));
+      auto r = ref->Run(sets[i].inputs, ro);
+      if (!r.ok()) return r.status().With("per-layer table, float model");
+      FERRY_RETURN_IF_ERROR(capture->status());
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(auto cand, runtime::Session::Create(quantized, so));
+  for (size_t i = 0; i < sets.size(); ++i) {
+    runtime::RunOptions ro;
+    ro.observer = capture->CandidateObserver(static_cast<int>(i));
+    auto r = cand->Run(sets[i].inputs, ro);
+    if (!r.ok()) return r.status().With("per-layer table, quantized model");
+    FERRY_RETURN_IF_ERROR(capture->status());
+  }
+  lt.rows = capture->Finish();
+  lt.first_failed = verify::FirstFailedLayer(lt.rows);
+  lt.candidate_only = capture->candidate_only();
+  return lt;
+}
+
+double P50(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[(v.size() - 1) / 2];
+}
+
+// p50 of `runs` timed runs (after one first run and 2 warm-up runs) of IN and OUT on the first
+// evaluation sample (batch 1), engine defaults (provider cpu; Q/DQ on the reference kernels).
+Result<Latency> MeasureLatency(const Options& o) {
+  Latency lat;
+  lat.runs = o.latency_runs;
+  double* slot[2] = {&lat.before_p50_ms, &lat.after_p50_ms};
+  const std::string* paths[2] = {&o.input, &o.output};
+  for (int m = 0; m < 2; ++m) {
+    FERRY_ASSIGN_OR_RETURN(auto s, Open(*paths[m], m ? "quantized model" : "model", o.threads));
+    int64_t n = 0;
+    FERRY_ASSIGN_OR_RETURN(auto sets, LoadSamples(o.eval, "--eval", s->model().graph, 1, 1, &n));
+    if (sets.empty()) return InvalidError("--eval '{}': no sample for the latency runs", o.eval);
+    lat.input = fmt::format("{} (batch 1)", sets[0].name);
+    std::vector<double> times;
+    for (int i = 0; i < 3 + o.latency_runs; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = s->Run(sets[0].inputs);
+      if (!r.ok()) return r.status().With("latency run");
+      if (i >= 3)
+        times.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
+    }
+    *slot[m] = P50(times);
+  }
+  return lat;
+}
+
+const char* StateName(verify::LayerRow::State st) {
+  switch (st) {
+    case verify::LayerRow::State::kCompared:
+      return "compared";
+    case verify::LayerRow::State::kIncomparable:
+      return "incomparable";
+    case verify::LayerRow::State::kUnmatched:
+      return "unmatched";
+    case verify::LayerRow::State::kNotCompared:
+      return "not compared";
+  }
+  return "?";
+}
+
+void AddExtras(nlohmann::ordered_json& j, const QuantizeRun& r) {
+  j["written"] = r.written;
+  if (r.selection) {
+    const auto& s = r.selection->sel;
+    nlohmann::ordered_json js;
+    js["metric"] = r.selection->metric;
+    if (!r.selection->output.empty()) js["output"] = r.selection->output;
+    js["budget"] = s.budget;
+    js["metric_all_quantized"] = s.metric_all;
+    js["metric_final"] = s.metric;
+    js["met"] = s.met;
+    js["measurements"] = s.measurements;
+    nlohmann::ordered_json rank = nlohmann::ordered_json::array();
+    for (const auto& c : s.ranking) rank.push_back({{"layer", c.layer}, {"solo", c.solo}});
+    js["sensitivity"] = rank;
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const auto& st : s.steps)
+      steps.push_back({{"layer", st.layer}, {"solo", st.solo}, {"metric_after", st.metric}});
+    js["steps"] = steps;
+    js["kept_float"] = s.kept_float;
+    j["selection"] = js;
+  }
+  if (r.layers) {
+    nlohmann::ordered_json jl;
+    jl["samples"] = r.layers->samples;
+    jl["tolerance"] = "4 quantization steps of the tensor's calibrated range + 2% relative";
+    jl["first_failed"] =
+        r.layers->first_failed >= 0
+            ? nlohmann::ordered_json(
+                  r.layers->rows[static_cast<size_t>(r.layers->first_failed)].tensor)
+            : nlohmann::ordered_json(nullptr);
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const auto& row : r.layers->rows) {
+      nlohmann::ordered_json jr = {{"index", row.index},
+                                   {"tensor", row.tensor},
+                                   {"node", row.node},
+                                   {"op_type", row.op_type},
+                                   {"state", StateName(row.state)}};
+      if (row.state == verify::LayerRow::State::kCompared) {
+        jr["max_abs"] = row.stats.max_abs;
+        jr["mean_abs"] = row.stats.mean_abs();
+        jr["cosine"] = row.stats.cosine();
+        jr["atol"] = row.tol.atol;
+        jr["out_of_tolerance"] = row.stats.out_of_tolerance;
+        jr["pass"] = row.stats.pass();
+      } else if (!row.note.empty()) {
+        jr["note"] = row.note;
+      }
+      rows.push_back(jr);
+    }
+    jl["rows"] = rows;
+    j["layers"] = jl;
+  }
+  if (r.latency) {
+    j["latency"] = {{"input", r.latency->input},
+                    {"runs", r.latency->runs},
+                    {"before_p50_ms", r.latency->before_p50_ms},
+                    {"after_p50_ms", r.latency->after_p50_ms},
+                    {"note", kLatencyNote}};
+  }
+}
 
 nlohmann::ordered_json ToJson(const Options& o, const QuantizeRun& r) {
   nlohmann::ordered_json j;
@@ -193,6 +570,7 @@ nlohmann::ordered_json ToJson(const Options& o, const QuantizeRun& r) {
   j["quantized_biases"] = r.summary.biases;
   if (!r.eval) {
     j["eval"] = nullptr;
+    AddExtras(j, r);
     return j;
   }
   nlohmann::ordered_json e;
@@ -238,6 +616,7 @@ nlohmann::ordered_json ToJson(const Options& o, const QuantizeRun& r) {
   }
   e["outputs"] = outs;
   j["eval"] = e;
+  AddExtras(j, r);
   return j;
 }
 
@@ -245,6 +624,107 @@ std::string Bytes(uintmax_t b) {
   if (b >= (1u << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1 << 20));
   if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
   return fmt::format("{} B", b);
+}
+
+std::string MetricText(const std::string& metric, double v) {
+  if (std::isinf(v)) return "inf (NaN/Inf in outputs)";
+  if (metric == "accuracy_drop_pp") return fmt::format("{:.2f} pp", v);
+  return fmt::format("{:.4g}", v);
+}
+
+std::string RenderSelection(const SelectionInfo& info, bool md) {
+  const quant::Selection& sel = info.sel;
+  std::string what = info.metric == "accuracy_drop_pp"
+                         ? fmt::format("accuracy drop of '{}' vs float (points)", info.output)
+                         : std::string("max |quantized - float| over every output element");
+  std::string s;
+  s += md ? fmt::format(
+                "\n## Layer selection\n\nmetric: {}; budget {}; every layer quantized: "
+                "{}; {} measurement(s)\n\n",
+                what, MetricText(info.metric, sel.budget), MetricText(info.metric, sel.metric_all),
+                sel.measurements)
+          : fmt::format(
+                "\nlayer selection: metric {}; budget {}; every layer quantized: {} "
+                "({} measurements)\n",
+                what, MetricText(info.metric, sel.budget), MetricText(info.metric, sel.metric_all),
+                sel.measurements);
+  std::set<std::string> floated(sel.kept_float.begin(), sel.kept_float.end());
+  std::map<std::string, double> after;
+  for (const auto& st : sel.steps) after[st.layer] = st.metric;
+  if (md)
+    s += "| rank | layer | quantized alone | kept float | model after this step |\n"
+         "|---:|---|---:|---|---:|\n";
+  else
+    s += fmt::format("{:>5} {:<28} {:>16} {:>6} {:>16}\n", "rank", "layer", "alone", "float",
+                     "after step");
+  for (size_t i = 0; i < sel.ranking.size(); ++i) {
+    const auto& c = sel.ranking[i];
+    bool f = floated.count(c.layer) > 0;
+    std::string a = f ? MetricText(info.metric, after[c.layer]) : "";
+    if (md)
+      s += fmt::format("| {} | {} | {} | {} | {} |\n", i + 1, c.layer,
+                       MetricText(info.metric, c.solo), f ? "yes" : "", a);
+    else
+      s += fmt::format("{:>5} {:<28} {:>16} {:>6} {:>16}\n", i + 1, c.layer,
+                       MetricText(info.metric, c.solo), f ? "yes" : "", a);
+  }
+  std::string kept;
+  for (size_t i = 0; i < sel.kept_float.size(); ++i) kept += (i ? ", " : "") + sel.kept_float[i];
+  s += fmt::format("{}kept float: {}; final {}: {} ({})\n", md ? "\n" : "",
+                   kept.empty() ? "none" : kept, info.metric, MetricText(info.metric, sel.metric),
+                   sel.met ? "within budget" : "BUDGET NOT MET with any layer still quantized");
+  return s;
+}
+
+std::string RenderLayers(const LayerTable& lt, bool md) {
+  std::string s;
+  int64_t compared = 0, unmatched = 0;
+  for (const auto& row : lt.rows) {
+    if (row.state == verify::LayerRow::State::kCompared) ++compared;
+    if (row.state == verify::LayerRow::State::kUnmatched) ++unmatched;
+  }
+  std::string first = lt.first_failed >= 0
+                          ? fmt::format("first out of tolerance: '{}'",
+                                        lt.rows[static_cast<size_t>(lt.first_failed)].tensor)
+                          : "every compared layer within tolerance";
+  s += md ? fmt::format(
+                "\n## Per-layer error (float vs quantized, {} samples)\n\n{} tensors "
+                "compared, {} of the float model not in the quantized one (fused "
+                "away); tolerance: 4 quantization steps of the tensor's range + 2% "
+                "relative; {}\n\n| # | tensor | op | max abs | mean abs | cosine | atol | "
+                "out of tol. | |\n|---:|---|---|---:|---:|---:|---:|---:|---|\n",
+                lt.samples, compared, unmatched, first)
+          : fmt::format(
+                "\nper-layer error, float vs quantized ({} samples, {} tensors compared, "
+                "{} fused away; tolerance 4 quantization steps + 2%): {}\n{:>4} {:<24} "
+                "{:<18} {:>10} {:>10} {:>9} {:>9} {:>7}\n",
+                lt.samples, compared, unmatched, first, "#", "tensor", "op", "max abs", "mean abs",
+                "cosine", "atol", "out");
+  for (size_t i = 0; i < lt.rows.size(); ++i) {
+    const auto& row = lt.rows[i];
+    if (row.state == verify::LayerRow::State::kUnmatched ||
+        row.state == verify::LayerRow::State::kNotCompared)
+      continue;
+    const bool mark = static_cast<int64_t>(i) == lt.first_failed;
+    if (row.state == verify::LayerRow::State::kIncomparable) {
+      s += md ? fmt::format("| {} | {} | {} | | | | | | incomparable: {} |\n", row.index,
+                            row.tensor, row.op_type, row.note)
+              : fmt::format("{:>4} {:<24} {:<18} incomparable: {}\n", row.index, row.tensor,
+                            row.op_type, row.note);
+      continue;
+    }
+    const auto& st = row.stats;
+    if (md)
+      s += fmt::format("| {} | {} | {} | {:.4g} | {:.4g} | {:.6f} | {:.3g} | {} | {} |\n",
+                       row.index, row.tensor, row.op_type, st.max_abs, st.mean_abs(), st.cosine(),
+                       row.tol.atol, st.out_of_tolerance, mark ? "**first out of tolerance**" : "");
+    else
+      s +=
+          fmt::format("{:>4} {:<24} {:<18} {:>10.4g} {:>10.4g} {:>9.6f} {:>9.3g} {:>7}{}\n",
+                      row.index, row.tensor, row.op_type, st.max_abs, st.mean_abs(), st.cosine(),
+                      row.tol.atol, st.out_of_tolerance, mark ? "  <- first out of tolerance" : "");
+  }
+  return s;
 }
 
 // The human text (md = false) or the Markdown report (md = true).
@@ -283,6 +763,7 @@ std::string Render(const Options& o, const QuantizeRun& r, bool md) {
   };
   list("excluded (float)", sm.excluded_nodes);
   list("no calibrated range (float)", sm.missing_ranges);
+  if (r.selection) s += RenderSelection(*r.selection, md);
   if (!r.eval) return s;
   const Eval& ev = *r.eval;
   s += md ? fmt::format("\n## Evaluation on `{}` ({} samples)\n\n", o.eval, ev.samples)
@@ -329,6 +810,19 @@ std::string Render(const Options& o, const QuantizeRun& r, bool md) {
                          row.after, row.drop_pp, row.flagged ? "<- " + std::string(flag) : "");
     }
   }
+  if (r.layers) s += RenderLayers(*r.layers, md);
+  if (r.latency) {
+    const Latency& l = *r.latency;
+    double ratio_l = l.before_p50_ms > 0 ? l.after_p50_ms / l.before_p50_ms : 0;
+    if (md)
+      s += fmt::format(
+          "\n## Latency\n\np50 of {} runs on {}: {:.3f} ms -> {:.3f} ms ({:.2f}x). Measured on "
+          "{}.\n",
+          l.runs, l.input, l.before_p50_ms, l.after_p50_ms, ratio_l, kLatencyNote);
+    else
+      s += fmt::format("\nlatency p50 ({} runs, {}): {:.3f} ms -> {:.3f} ms ({:.2f}x)\n  ({})\n",
+                       l.runs, l.input, l.before_p50_ms, l.after_p50_ms, ratio_l, kLatencyNote);
+  }
   return s;
 }
 
@@ -344,6 +838,19 @@ int RunQuantize(const Options& o) {
                    "run time)"));
   if (!o.labels.empty() && o.eval.empty())
     return ReportError(UsageError("--labels needs --eval DIR"));
+  if (o.accuracy_budget && o.max_error)
+    return ReportError(UsageError("give --accuracy-budget or --max-error, not both"));
+  if ((o.accuracy_budget || o.max_error) && o.eval.empty())
+    return ReportError(
+        UsageError("{} needs --eval DIR", o.accuracy_budget ? "--accuracy-budget" : "--max-error"));
+  if (o.accuracy_budget && o.labels.empty())
+    return ReportError(UsageError(
+        "--accuracy-budget needs --labels FILE (without labels use --max-error on the outputs)"));
+  for (const auto& [flag, v] :
+       {std::pair{"--accuracy-budget", o.accuracy_budget}, std::pair{"--max-error", o.max_error}})
+    if (v && !(*v >= 0)) return ReportError(UsageError("{} must be >= 0, got {}", flag, *v));
+  if (o.latency_runs < 0)
+    return ReportError(UsageError("--latency-runs must be >= 0, got {}", o.latency_runs));
   if (o.batch < 1) return ReportError(UsageError("--batch must be >= 1, got {}", o.batch));
   if (o.max_samples < 0)
     return ReportError(UsageError("--max-samples must be >= 0, got {}", o.max_samples));
@@ -374,8 +881,8 @@ int RunQuantize(const Options& o) {
 
   QuantizeRun res;
   Result<quant::QuantizeSummary> sum = quant::QuantizeSummary{};
+  quant::Table table;
   if (o.mode == "static") {
-    quant::Table table;
     if (!o.table.empty()) {
       auto t = quant::ReadTable(o.table);
       if (!t.ok()) return ReportError(t.status());
@@ -403,10 +910,38 @@ int RunQuantize(const Options& o) {
       res.ranges = fmt::format("calibrated on {} ({} samples, {})", o.calibration, samples,
                                table.method.ToString());
     }
-    sum = quant::QuantizeStatic(model, table, qo);
-  } else {
-    sum = quant::QuantizeDynamic(model, qo);
   }
+  const bool selecting = o.accuracy_budget || o.max_error;
+  if (selecting) NameNodes(model.graph);
+  std::shared_ptr<const ir::Model> prepared;
+  if (!o.eval.empty()) {
+    auto copy = ir::ParseModel(ir::SerializeModel(model), "", "prepared model");
+    if (!copy.ok()) return ReportError(copy.status());
+    prepared = std::move(copy).value();
+  }
+  if (selecting) {
+    auto sel = RunSelection(o, prepared, table, qo);
+    if (!sel.ok()) return ReportError(sel.status());
+    res.selection = std::move(sel).value();
+    for (const auto& l : res.selection->sel.kept_float) qo.exclude.insert(l);
+    if (!res.selection->sel.met) {
+      res.written = false;
+      if (o.json)
+        std::printf("%s\n", ToJson(o, res).dump(2).c_str());
+      else
+        fmt::print("{}", RenderSelection(*res.selection, false));
+      return ReportError(Status(
+          StatusCode::kCheckFailed,
+          fmt::format(
+              "the budget {} cannot be met with any layer quantized (best: {} with {} of {} layers "
+              "float); nothing written",
+              MetricText(res.selection->metric, res.selection->sel.budget),
+              MetricText(res.selection->metric, res.selection->sel.metric),
+              res.selection->sel.kept_float.size(), res.selection->sel.ranking.size())));
+    }
+  }
+  sum = o.mode == "static" ? quant::QuantizeStatic(model, table, qo)
+                           : quant::QuantizeDynamic(model, qo);
   if (!sum.ok()) return ReportError(sum.status());
   res.summary = std::move(sum).value();
   if (res.summary.quantized_nodes.empty())
@@ -423,6 +958,18 @@ int RunQuantize(const Options& o) {
     auto ev = Evaluate(o);
     if (!ev.ok()) return ReportError(ev.status());
     res.eval = std::move(ev).value();
+    auto written = ir::LoadModel(o.output);
+    if (!written.ok()) return ReportError(written.status());
+    AlignFoldedRelus((*written)->graph, prepared->graph);
+    auto lt = LayerErrors(o, prepared, std::shared_ptr<const ir::Model>(std::move(written).value()),
+                          o.mode == "static" ? &table : nullptr);
+    if (!lt.ok()) return ReportError(lt.status());
+    res.layers = std::move(lt).value();
+    if (o.latency_runs > 0) {
+      auto lat = MeasureLatency(o);
+      if (!lat.ok()) return ReportError(lat.status());
+      res.latency = std::move(lat).value();
+    }
   }
   if (!o.report.empty()) {
     st = WriteFileAtomic(o.report, Render(o, res, true));
@@ -466,6 +1013,15 @@ void SetupQuantize(CLI::App& sub, Action* action) {
                  "Compare the quantized model with the input on this data (same layouts)");
   sub.add_option("--labels", o->labels,
                  "with --eval: .npy of class ids, for accuracy overall and per class");
+  sub.add_option("--accuracy-budget", o->accuracy_budget,
+                 "with --eval and --labels: keep the most sensitive layers float until the "
+                 "accuracy drop vs float is <= PP points (exit 1, nothing written, when it "
+                 "cannot be met)");
+  sub.add_option("--max-error", o->max_error,
+                 "with --eval: the same selection with max |quantized - float| over every output "
+                 "element as the metric (no labels needed)");
+  sub.add_option("--latency-runs", o->latency_runs,
+                 "with --eval: timed runs per model for the latency p50 (default 5; 0: none)");
   sub.add_option("--report", o->report, "Also write the report as Markdown to FILE.md");
   sub.add_option("--threads", o->threads, "Engine threads (default: one per core)");
   sub.add_flag("--json", o->json, "Print one JSON document");

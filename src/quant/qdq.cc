@@ -283,6 +283,7 @@ Result<QuantizeSummary> QuantizeStatic(ir::Model& model, const Table& table,
     }
     const StaticOp& op = it->second;
     sum.quantized_nodes.push_back(NodeLabel(n));
+    sum.quantized_names.push_back(n.name);
     if (op.all_inputs) {
       for (const auto& in : n.inputs) want(in);
     } else {
@@ -482,6 +483,7 @@ Result<QuantizeSummary> QuantizeDynamic(ir::Model& model, const QuantizeOptions&
       n.inputs[0] = tq;
       n.outputs[0] = gq;
       sum.quantized_nodes.push_back(NodeLabel(n));
+      sum.quantized_names.push_back(n.name);
       kept.push_back(std::move(n));
       kept.push_back(MakeNode(rw.names, "DequantizeLinear", {gq, ts, tz}, {out}, base));
       continue;
@@ -491,6 +493,7 @@ Result<QuantizeSummary> QuantizeDynamic(ir::Model& model, const QuantizeOptions&
       QWeight qw;
       n.inputs[1] = rw.DequantizedWeight(n.inputs[1], o.per_channel && conv_axis_ok ? 0 : -1, &qw);
       sum.quantized_nodes.push_back(NodeLabel(n));
+      sum.quantized_names.push_back(n.name);
       ++sum.weights;
       kept.push_back(std::move(n));
       continue;
@@ -547,6 +550,7 @@ Result<QuantizeSummary> QuantizeDynamic(ir::Model& model, const QuantizeOptions&
       kept.push_back(MakeNode(rw.names, "Add", {prod, c}, {out}, base));
     }
     sum.quantized_nodes.push_back(NodeLabel(n));
+    sum.quantized_names.push_back(n.name);
     ++sum.weights;
   }
   g.nodes = std::move(kept);

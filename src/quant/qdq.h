@@ -27,6 +27,7 @@ struct QuantizeOptions {
 
 struct QuantizeSummary {
   std::vector<std::string> quantized_nodes;  // "Conv 'conv1'"
+  std::vector<std::string> quantized_names;  // the same nodes' names (may be empty)
   std::vector<std::string> excluded_nodes;   // quantizable, but excluded by name or op type
   std::vector<std::string> missing_ranges;   // activations without a table entry (kept float)
   int64_t activations = 0;  // tensors given a QuantizeLinear/DequantizeLinear pair (static)

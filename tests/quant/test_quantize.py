@@ -9,6 +9,10 @@ project venv: onnxruntime, onnx, numpy). Every file ferry writes is loaded and r
   resnet18  static int8 calibrated on 32 seeded inputs: cosine of the logits vs fp32 >= 0.99 on
             100 other inputs under ORT, and on 16 of them under Ferry (quantize --eval).
   mobilenet_v2  static per-channel: cosine >= 0.99 on the Ferry engine; ORT runs it (printed).
+  select    --accuracy-budget / --max-error on the digits CNN: loose keeps every layer
+            quantized, tight keeps the most sensitive float and meets the budget (checked by
+            --eval on the written file) or exits 1 writing nothing; per-layer costs, per-layer
+            table and latency in the JSON.
   dynamic   GRU and BERT encoders, dynamic int8: cosine >= 0.99 vs fp32 under ORT and Ferry.
 
     test_quantize.py --ferry build/src/ferry --zoo build/models/zoo --work build/tests/quant_work
@@ -238,6 +242,125 @@ MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 3, 1, 1)
 STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 3, 1, 1)
 
 
+def digits_dirs(args):
+    """(model, work, calibration dir, held-out dir, labels path) of the digits CNN, written once."""
+    zoo = os.path.join(args.zoo, "digits_cnn")
+    work = os.path.join(args.work, "digits")
+    os.makedirs(work, exist_ok=True)
+    calib_dir = os.path.join(work, "calib")
+    eval_dir = os.path.join(work, "heldout")
+    for d, src in ((calib_dir, lambda: np.load(digits_train_images(zoo, args.work))),
+                   (eval_dir, lambda: np.load(os.path.join(zoo, "heldout_images.npy")))):
+        if not os.path.exists(os.path.join(d, "image.npy")):
+            os.makedirs(d, exist_ok=True)
+            np.save(os.path.join(d, "image.npy"), src())
+    return (os.path.join(zoo, "model.onnx"), work, calib_dir, eval_dir,
+            os.path.join(zoo, "heldout_labels.npy"))
+
+
+def case_select(args):
+    """Accuracy-aware selection on the digits CNN: a loose budget keeps every layer quantized; a
+    tight one keeps the most sensitive layers float and meets the budget (checked by the
+    independent --eval comparison of the written file), or exits 1 writing nothing; the result
+    equals a plain --exclude of the kept layers."""
+    model, work, calib_dir, eval_dir, labels = digits_dirs(args)
+    table = os.path.join(work, "select_table.json")
+    rc, _, err = ferry(args, "calibrate", model, "--data", calib_dir, "-o", table)
+    check(rc == 0, "select: calibrate (%s)" % err.strip()[:200])
+    base = ["quantize", model, "--mode", "static", "--table", table, "--per-channel", "--eval", eval_dir,
+            "--json", "--latency-runs", "3"]
+
+    def select(name, *extra):
+        out = os.path.join(work, "select_%s.onnx" % name)
+        if os.path.exists(out):
+            os.remove(out)
+        rc, so, err = ferry(args, *(base[:2] + ["-o", out] + base[2:] + list(extra)))
+        j = json.loads(so) if so.strip() else None
+        return rc, j, out, err
+
+    # Loose: nothing stays float; every quantized node has a solo cost.
+    rc, j, out, err = select("loose", "--labels", labels, "--accuracy-budget", "5")
+    check(rc == 0 and j is not None, "select loose: exit 0 (%d: %s)" % (rc, err.strip()[:300]))
+    if j is None:
+        return
+    s = j["selection"]
+    print("select loose: every layer quantized %.3f pp; sensitivity %s" %
+          (s["metric_all_quantized"], [(c["layer"], round(c["solo"], 3)) for c in s["sensitivity"]]))
+    check(s["kept_float"] == [] and s["met"] and s["steps"] == [], "select loose: no layer kept float")
+    check(sorted(c["layer"] for c in s["sensitivity"]) == sorted(
+        n.split("'")[1] for n in j["quantized_nodes"]), "select loose: one solo cost per quantized node")
+    check(all(isinstance(c["solo"], float) for c in s["sensitivity"]) and
+          [c["solo"] for c in s["sensitivity"]] == sorted((c["solo"] for c in s["sensitivity"]), reverse=True),
+          "select loose: costs listed, most sensitive first")
+    check(abs(s["metric_all_quantized"] - j["eval"]["outputs"][0]["drop_pp"]) < 1e-9,
+          "select loose: the selection's full-model drop equals --eval's (%.4f vs %.4f)" %
+          (s["metric_all_quantized"], j["eval"]["outputs"][0]["drop_pp"]))
+    lat = j["latency"]
+    check(lat["before_p50_ms"] > 0 and lat["after_p50_ms"] > 0 and "reference" in lat["note"],
+          "select loose: latency before/after measured and labelled")
+    rows = [r for r in j["layers"]["rows"] if r["state"] == "compared"]
+    check(len(rows) >= 4 and all(0 <= r["cosine"] <= 1.0000001 for r in rows),
+          "select loose: per-layer table compares the float op outputs (%d rows)" % len(rows))
+    check(j["layers"]["first_failed"] is None or any(not r["pass"] for r in rows),
+          "select loose: first_failed names a failing row")
+    full_max_abs = j["eval"]["outputs"][0]["max_abs"]
+
+    # Tight accuracy budget: 0 pp.
+    rc, j, out, err = select("acc0", "--labels", labels, "--accuracy-budget", "0")
+    s = j["selection"] if j else None
+    check(s is not None and rc in (0, 1), "select 0 pp: exit 0 or 1 with JSON (%d: %s)" % (rc, err.strip()[:300]))
+    if s is not None:
+        print("select 0 pp: kept float %s, steps %s, met %s" %
+              (s["kept_float"], [(t["layer"], round(t["metric_after"], 3)) for t in s["steps"]], s["met"]))
+        if s["metric_all_quantized"] > 0:
+            check(len(s["kept_float"]) >= 1, "select 0 pp: at least one layer kept float")
+            check(s["kept_float"] == [c["layer"] for c in s["sensitivity"][:len(s["kept_float"])]],
+                  "select 0 pp: the most sensitive layers are kept float, in order")
+        if rc == 0:
+            drop = j["eval"]["outputs"][0]["drop_pp"]
+            check(s["met"] and drop <= 1e-9, "select 0 pp: the written model's drop is <= 0 (%.3f)" % drop)
+            # Same bytes as a plain --exclude of the kept layers.
+            ex = os.path.join(work, "select_exclude.onnx")
+            rc2, _, err2 = ferry(args, "quantize", model, "-o", ex, "--mode", "static", "--table", table,
+                                 "--per-channel", "--exclude", ",".join(s["kept_float"]))
+            check(rc2 == 0 and open(ex, "rb").read() == open(out, "rb").read(),
+                  "select 0 pp: output equals quantize --exclude %s" % ",".join(s["kept_float"]))
+        else:
+            check(not s["met"] and not os.path.exists(out) and "cannot be met" in err,
+                  "select 0 pp: exit 1 says the budget cannot be met, nothing written")
+
+    # --max-error (no labels): a budget below the fully quantized model's error.
+    budget = 0.7 * full_max_abs
+    rc, j, out, err = select("maxerr", "--max-error", "%.6g" % budget)
+    s = j["selection"] if j else None
+    check(s is not None and rc in (0, 1), "select max-error: exit 0 or 1 (%d: %s)" % (rc, err.strip()[:300]))
+    if s is not None:
+        print("select max-error %.4g: all quantized %.4g, kept float %s, final %.4g, met %s" %
+              (budget, s["metric_all_quantized"], s["kept_float"], s["metric_final"], s["met"]))
+        check(s["metric"] == "max_abs_error" and len(s["kept_float"]) >= 1,
+              "select max-error: at least one layer kept float")
+        check(all(t["metric_after"] == t["metric_after"] for t in s["steps"]), "select max-error: step metrics")
+        if rc == 0:
+            got = max(o["max_abs"] for o in j["eval"]["outputs"])
+            check(s["met"] and got <= budget * (1 + 1e-3) + 1e-5,
+                  "select max-error: the written model's max error %.4g <= %.4g" % (got, budget))
+        else:
+            check(not os.path.exists(out), "select max-error: nothing written on exit 1")
+
+    # Impossible budget: exit 1, one error line, nothing written.
+    out = os.path.join(work, "select_impossible.onnx")
+    expect_error(args, "select impossible", 1, ["cannot be met", "nothing written"],
+                 *(base[:2] + ["-o", out] + base[2:-3] + ["--max-error", "0"]))
+    check(not os.path.exists(out), "select impossible: nothing written")
+    expect_error(args, "select without labels", 2, ["--labels"],
+                 *(base[:2] + ["-o", out] + base[2:] + ["--accuracy-budget", "1"]))
+    expect_error(args, "select without eval", 2, ["--eval"], "quantize", model, "-o", out, "--mode",
+                 "static", "--table", table, "--max-error", "1")
+    expect_error(args, "select both", 2, ["not both"],
+                 *(base[:2] + ["-o", out] + base[2:] + ["--max-error", "1", "--labels", labels,
+                                                          "--accuracy-budget", "1"]))
+
+
 def images(seed, n):
     r = np.random.RandomState(seed)
     return ((r.rand(n, 3, 224, 224).astype(np.float32) - MEAN) / STD).astype(np.float32)
@@ -254,7 +377,7 @@ def case_resnet18(args):
             np.save(os.path.join(d, "image.npy"), images(seed, n))
     out = os.path.join(work, "resnet18_int8.onnx")
     j = run_json(args, "quantize", model, "-o", out, "--mode", "static", "--calibration", calib_dir,
-                 "--per-channel", "--eval", eval_dir, "--json")
+                 "--per-channel", "--eval", eval_dir, "--json", "--latency-runs", "1")
     if j is None:
         return
     check(j["size_ratio"] <= 0.3, "resnet18: int8 file <= 0.3x fp32 (%.3f)" % j["size_ratio"])
@@ -289,7 +412,7 @@ def case_mobilenet_v2(args):
             np.save(os.path.join(d, "image.npy"), images(seed, n))
     out = os.path.join(work, "mobilenet_v2_int8.onnx")
     j = run_json(args, "quantize", model, "-o", out, "--mode", "static", "--calibration", calib_dir,
-                 "--per-channel", "--eval", eval_dir, "--json")
+                 "--per-channel", "--eval", eval_dir, "--json", "--latency-runs", "1")
     if j is None:
         return
     fc = j["eval"]["outputs"][0]["cosine"]
@@ -367,11 +490,11 @@ def main():
     ap.add_argument("--ferry", required=True)
     ap.add_argument("--zoo", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--cases", default="digits,resnet18,mobilenet_v2,dynamic")
+    ap.add_argument("--cases", default="digits,select,resnet18,mobilenet_v2,dynamic")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     cases = {"digits": case_digits, "resnet18": case_resnet18, "mobilenet_v2": case_mobilenet_v2,
-             "dynamic": case_dynamic}
+             "dynamic": case_dynamic, "select": case_select}
     for c in args.cases.split(","):
         print("== %s" % c)
         cases[c](args)
