@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_harness.h"
 #include "ir/graph.h"
+#include "ops/cpu/winograd.h"
 #include "runtime/session.h"
 
 namespace ferry {
@@ -75,7 +76,8 @@ TEST(CpuCnnEltwise, PerChannelBroadcastInEveryLayout) {
       b.Node("Sub", {"a5", "g"}, {"a6"});  // the pooled value (a computed [N,C,1,1])
       // SiLU.
       b.Node("Sigmoid", {"a6"}, {"sg"});
-      b.Node("Mul", {"a6", "sg"}, {"silu"});
+      b.Node("Mul", {"a6", "sg"}, {"silu0"});
+      b.Node("HardSwish", {"silu0"}, {"silu"});  // on its own (blocked for 8 / 16)
       b.Const("w1", Rand({8, ch, 1, 1}, seed++, -0.4f, 0.4f));
       b.Node("Conv", {"silu", "w1"}, {"y"});
       b.Output("y");
@@ -85,10 +87,15 @@ TEST(CpuCnnEltwise, PerChannelBroadcastInEveryLayout) {
       for (const auto& r : report) {
         if (r.op_type == "Conv" || r.op_type == "GlobalAveragePool" || r.op_type == "Relu")
           continue;
-        EXPECT_EQ(r.provider, "cpu") << r.name;
+        // The first HardSwish is fused into its Conv; the SiLU Mul is not (its input is a Sub).
+        if (r.name == "HardSwish_1") {
+          EXPECT_EQ(r.provider, "fused") << r.name;
+        } else {
+          EXPECT_EQ(r.provider, "cpu") << r.name;
+        }
         ++checked;
       }
-      EXPECT_EQ(checked, 14);
+      EXPECT_EQ(checked, 15);
     }
   }
 }
@@ -106,6 +113,88 @@ TEST(CpuCnnEltwise, NonChannelBroadcastStillMatches) {
   b.Node("Conv", {"m", "w2"}, {"y"});
   b.Output("y");
   ExpectMatchesReference(b);
+}
+
+// SiLU (x * Sigmoid(x)), torch's decomposed HardSwish (x * HardSigmoid(x; 1/6, 1/2)) and the
+// HardSwish op fused into the preceding Conv (direct and Winograd, with and without a residual
+// Add), the gate and Mul reported "fused"; gates that do not fit run as their own nodes.
+TEST(CpuCnnEltwise, ConvFusesSiluAndHardSwish) {
+  using ops::cpu::ConvAlgo;
+  uint32_t seed = 1000;
+  enum Gate { kSilu, kHardSig, kHardSwishOp, kOtherAlpha, kGateReadTwice };
+  for (ConvAlgo algo : {ConvAlgo::kDirect, ConvAlgo::kWinograd2, ConvAlgo::kWinograd4}) {
+    ops::cpu::SetConvAlgoOverride(algo);
+    for (Gate gate : {kSilu, kHardSig, kHardSwishOp, kOtherAlpha, kGateReadTwice}) {
+      for (int64_t k : {16, 13}) {
+        for (bool residual : {false, true}) {
+          SCOPED_TRACE("algo " + std::to_string(static_cast<int>(algo)) + " gate " +
+                       std::to_string(gate) + " k " + std::to_string(k) + " residual " +
+                       std::to_string(residual));
+          const uint64_t wino_before = ops::cpu::WinogradRuns();
+          GraphBuilder b;
+          b.Opset(14);
+          b.Input("x", Rand({1, 16, 9, 11}, seed++, -2.f, 2.f));
+          b.Const("w", Rand({k, 16, 3, 3}, seed++, -0.3f, 0.3f));
+          b.Const("bias", Rand({k}, seed++));
+          SetInts(b.Node("Conv", {"x", "w", "bias"}, {"c"}), "pads", {1, 1, 1, 1});
+          std::string v = "c";
+          if (residual) {
+            b.Input("r", Rand({1, k, 9, 11}, seed++));
+            b.Node("Add", {"c", "r"}, {"cr"});
+            v = "cr";
+          }
+          if (gate == kHardSwishOp) {
+            b.Node("HardSwish", {v}, {"y"});
+          } else {
+            const bool sig = gate == kSilu || gate == kGateReadTwice;
+            ir::Node& g = b.Node(sig ? "Sigmoid" : "HardSigmoid", {v}, {"g"});
+            if (!sig) {
+              SetFloat(g, "alpha", gate == kOtherAlpha ? 0.2f : 1.f / 6.f);
+              SetFloat(g, "beta", 0.5f);
+            }
+            b.Node("Mul", {"g", v}, {"y"});
+          }
+          // A consumer that takes the convolution layout (a graph output must be plain).
+          b.Const("w2", Rand({8, k, 1, 1}, seed++, -0.3f, 0.3f));
+          b.Node("Conv", {"y", "w2"}, {"z"});
+          b.Output("z");
+          if (gate == kGateReadTwice) b.Output("g");
+          auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
+          const bool fusable = gate != kOtherAlpha && gate != kGateReadTwice;
+          int fused = 0;
+          for (const auto& r : report) {
+            if (r.provider == "fused") {
+              ++fused;
+              EXPECT_EQ(r.fused_into, "Conv_0") << r.name;
+            } else if (gate != kGateReadTwice) {
+              // (There the Sigmoid writes a graph output, so it declines its blocked input,
+              // and the Mul then meets two layouts and declines too.)
+              EXPECT_EQ(r.provider, "cpu") << r.name;
+            }
+          }
+          const int gate_nodes = gate == kHardSwishOp ? 1 : 2;
+          EXPECT_EQ(fused, (residual ? 1 : 0) + (fusable ? gate_nodes : 0));
+          if (algo != ConvAlgo::kDirect) {
+            EXPECT_GT(ops::cpu::WinogradRuns(), wino_before);
+          }
+        }
+      }
+    }
+  }
+  ops::cpu::SetConvAlgoOverride(ConvAlgo::kAuto);
+}
+
+// The gates after a MatMul (which takes no SiLU / HardSwish post-op) still compute.
+TEST(CpuCnnEltwise, MatMulFollowedBySiluUnfused) {
+  GraphBuilder b;
+  b.Input("x", Rand({5, 13}, 1100));
+  b.Const("w", Rand({13, 7}, 1101));
+  b.Node("MatMul", {"x", "w"}, {"m"});
+  b.Node("Sigmoid", {"m"}, {"g"});
+  b.Node("Mul", {"m", "g"}, {"y"});
+  b.Output("y");
+  auto report = ExpectMatchesReference(b);
+  for (const auto& r : report) EXPECT_EQ(r.provider, "cpu") << r.name;
 }
 
 }  // namespace

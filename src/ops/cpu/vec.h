@@ -25,6 +25,7 @@ enum class UnOp : uint8_t {
   kPowHalf,      // Pow(x, 0.5)
   kHardSigmoid,  // max(0, min(1, lo * x + hi)): lo = alpha, hi = beta
   kHardSwish,    // x * max(0, min(1, x / 6 + 0.5))
+  kSilu,         // x * sigmoid(x)
   kCount
 };
 
