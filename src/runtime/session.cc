@@ -336,9 +336,10 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
 }
 
 // Decides, for the cpu provider, which values may be channels-last (every reader takes it) and
-// which Add/Relu/Clip steps a fusing kernel (Conv) may absorb: the chain producer -> [Add] ->
-// [Relu|Clip], each link the only reader of the previous value, and the Add's other operand
-// computed before the producer runs.
+// which Add/Relu/Clip/HardSwish steps a fusing kernel (Conv) may absorb: the chain producer ->
+// [Add] -> [Relu|Clip|HardSwish|gate], each link the only reader of the previous value, and the
+// Add's other operand computed before the producer runs. A gate is v * Sigmoid(v) (SiLU) or
+// v * HardSigmoid(v; 1/6, 1/2): v read by just those two steps, the gate's output by the Mul.
 void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) {
   if (!shared_->cpu) return;
   using ops::cpu::Fusion;

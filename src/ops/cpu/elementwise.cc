@@ -1,9 +1,13 @@
 // cpu kernels: float32 elementwise ops on the provider's threads, on the row kernels of vec.h.
 //
-// Unary (Relu, Clip, Sqrt, Exp, Neg, Reciprocal, Abs, Tanh, Sigmoid, Erf) are
-// layout-preserving: a channels-last input gives a channels-last output when every reader
-// accepts it. Binary (Add, Sub, Mul, Div, Pow) take full numpy (multidirectional)
-// broadcasting on plain operands, or equal shapes in any (shared) layout. The broadcast is
+// Unary (Relu, Clip, Sqrt, Exp, Neg, Reciprocal, Abs, Tanh, Sigmoid, Erf, HardSigmoid,
+// HardSwish) are layout-preserving: a channels-last input gives a channels-last output when every
+// reader accepts it. Binary (Add, Sub, Mul, Div, Pow) take full numpy (multidirectional)
+// broadcasting on plain operands, or equal shapes in any (shared) layout; Add/Sub/Mul/Div also a
+// rank-4 operand in any layout against a per-channel ([N|1,C,1,1], [C,1,1]) or single-value plain
+// operand, in either order (an [N,C,1,1] value in a blocked or channels-last layout is stored as
+// plain): the output keeps the big operand's layout, walked in storage order with the small
+// operand's values tiled into a buffer so each row call is long. The plain broadcast is
 // planned once per shape pair: dims of size 1 in the output are dropped, adjacent dims that
 // broadcast the same way are merged, and the run walks the output as rows of the innermost
 // merged dim, each row one vectorized call (both operands advancing, or one held fixed).
