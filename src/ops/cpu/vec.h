@@ -41,6 +41,9 @@ struct VecOps {
   UnaryRow unary[static_cast<int>(UnOp::kCount)];
   // Sum of x[0..n).
   float (*sum)(const float* x, int64_t n);
+  // out[j] = sum over p < n of x[p * blk + j], j < blk (a channel-blocked image's per-channel
+  // sums).
+  void (*sum_lanes)(const float* x, int64_t n, int64_t blk, float* out);
   // Softmax of one contiguous row of n > 0 elements.
   void (*softmax)(const float* x, float* y, int64_t n);
   // y = (x - mean) / sqrt(var + eps) * gamma + beta over one row of n > 0 elements (biased
