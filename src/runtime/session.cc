@@ -343,9 +343,10 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
 }
 
 // Decides, for the cpu provider, which values may be channels-last (every reader takes it) and
-// which Add/Relu/Clip steps a fusing kernel (Conv) may absorb: the chain producer -> [Add] ->
-// [Relu|Clip], each link the only reader of the previous value, and the Add's other operand
-// computed before the producer runs.
+// which Add/Relu/Clip/HardSwish steps a fusing kernel (Conv) may absorb: the chain producer ->
+// [Add] -> [Relu|Clip|HardSwish|gate], each link the only reader of the previous value, and the
+// Add's other operand computed before the producer runs. A gate is v * Sigmoid(v) (SiLU) or
+// v * HardSigmoid(v; 1/6, 1/2): v read by just those two steps, the gate's output by the Mul.
 void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) {
   if (!shared_->cpu) return;
   using ops::cpu::Fusion;
@@ -421,7 +422,41 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     int residual = -1;
     for (;;) {
       const size_t vu = static_cast<size_t>(v);
-      if (is_output_[vu] || sub_read[vu] || users[vu].size() != 1) break;
+      if (is_output_[vu] || sub_read[vu]) break;
+      if (users[vu].size() == 2 && f.act == Fusion::Act::kNone) {
+        // v * Sigmoid(v) (SiLU) or v * HardSigmoid(v) (HardSwish): the gate's output read only
+        // by the Mul, whose other operand is v.
+        const auto gated = [&](size_t g, size_t m) {
+          const Step& gs = steps_[g];
+          const Step& ms = steps_[m];
+          const ir::Node& gn = *gs.node;
+          const ir::Node& mn = *ms.node;
+          if (!gn.domain.empty() || !mn.domain.empty() || absorbed[g] || absorbed[m] ||
+              mn.op_type != "Mul" || ms.opset < 7 || ms.inputs.size() != 2 ||
+              ms.outputs.size() != 1 || ms.outputs[0] < 0 || gs.outputs.size() != 1 ||
+              gs.outputs[0] < 0 || gs.inputs.size() != 1)
+            return Fusion::Act::kNone;
+          const size_t gv = static_cast<size_t>(gs.outputs[0]);
+          if (is_output_[gv] || sub_read[gv] || users[gv].size() != 1 || users[gv][0].first != m)
+            return Fusion::Act::kNone;
+          const int other = ms.inputs[1 - users[gv][0].second];
+          if (other != v) return Fusion::Act::kNone;
+          if (gn.op_type == "Sigmoid" && gs.opset >= 6) return Fusion::Act::kSwish;
+          if (gn.op_type == "HardSigmoid" && gs.opset >= 6 &&
+              gn.attr_float("alpha", 0.2f) == 1.f / 6.f && gn.attr_float("beta", 0.5f) == 0.5f)
+            return Fusion::Act::kHardSwish;
+          return Fusion::Act::kNone;
+        };
+        const size_t a = users[vu][0].first, b = users[vu][1].first;
+        Fusion::Act act = a < b ? gated(a, b) : gated(b, a);
+        if (act == Fusion::Act::kNone) break;
+        f.act = act;
+        absorb.push_back(std::min(a, b));
+        absorb.push_back(std::max(a, b));
+        v = steps_[std::max(a, b)].outputs[0];
+        break;
+      }
+      if (users[vu].size() != 1) break;
       auto [t, idx] = users[vu][0];
       const Step& ts = steps_[t];
       const ir::Node& n = *ts.node;
@@ -447,6 +482,8 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
           break;
         }
         f.act = Fusion::Act::kClip;
+      } else if (n.op_type == "HardSwish" && ts.opset >= 14) {
+        f.act = Fusion::Act::kHardSwish;
       } else {
         break;
       }

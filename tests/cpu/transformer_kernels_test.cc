@@ -253,6 +253,19 @@ TEST(CpuVec, InstructionSetsAgree) {
     close(1e-6, 1e-30);
   }
   EXPECT_NEAR(base.sum(px, 1037), avx->sum(px, 1037), 1e-3);
+  for (int64_t blk : {8, 16, 3}) {  // per-lane sums over n = 1037 / blk pixels (odd counts)
+    SCOPED_TRACE("sum_lanes " + std::to_string(blk));
+    const int64_t n = 1037 / blk;
+    float l1[16], l2[16];
+    base.sum_lanes(px, n, blk, l1);
+    avx->sum_lanes(px, n, blk, l2);
+    for (int64_t j = 0; j < blk; ++j) {
+      double want = 0;
+      for (int64_t p = 0; p < n; ++p) want += px[p * blk + j];
+      EXPECT_NEAR(l1[j], want, 1e-3);
+      EXPECT_NEAR(l2[j], want, 1e-3);
+    }
+  }
   base.softmax(px, y1.data(), 1037);
   avx->softmax(px, y2.data(), 1037);
   close(1e-6, 1e-30);

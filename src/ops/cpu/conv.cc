@@ -14,6 +14,7 @@
 
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/vec.h"
 #include "ops/cpu/winograd.h"
 
 namespace ferry::ops::cpu {
@@ -27,6 +28,9 @@ struct ConvState : KernelState {
   StateKey key;
   Shape out_shape;
   bool fused = false;
+  // Winograd with a fused SiLU / HardSwish: applied over the output after the transform.
+  bool wino_act = false;
+  UnOp wino_unary = UnOp::kCopy;
   Layout out_layout = Layout::kPlain;
   dnnl::convolution_forward prim;
   memory::desc src_md, dst_md;  // what the primitive reads / writes
@@ -125,6 +129,10 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
         po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       if (f.act == Fusion::Act::kClip)
         po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, f.lo, f.hi);
+      if (f.act == Fusion::Act::kSwish)  // x * sigmoid(alpha x), alpha = 1
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.f, 0.f);
+      if (f.act == Fusion::Act::kHardSwish)  // oneDNN 2.x: x * relu6(x + 3) / 6
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
       attr.set_post_ops(po);
     }
     fresh->fused = fuse;
@@ -150,9 +158,14 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       if (algo == ConvAlgo::kAuto) algo = ChooseConvAlgo(ws);
       if (algo == ConvAlgo::kWinograd2 || algo == ConvAlgo::kWinograd4) {
         fresh->out_layout = nhwc_ok && ws.k % 8 == 0 ? Layout::kBlocked8 : Layout::kPlain;
-        fresh->wino =
-            std::make_unique<WinogradConv>(ws, algo == ConvAlgo::kWinograd2 ? 2 : 4, in_layout,
-                                           fresh->out_layout, res_layout, fuse ? f : Fusion{});
+        Fusion wf = fuse ? f : Fusion{};
+        if (wf.act == Fusion::Act::kSwish || wf.act == Fusion::Act::kHardSwish) {
+          fresh->wino_act = true;
+          fresh->wino_unary = wf.act == Fusion::Act::kSwish ? UnOp::kSilu : UnOp::kHardSwish;
+          wf.act = Fusion::Act::kNone;
+        }
+        fresh->wino = std::make_unique<WinogradConv>(ws, algo == ConvAlgo::kWinograd2 ? 2 : 4,
+                                                     in_layout, fresh->out_layout, res_layout, wf);
       }
     }
     if (!fresh->wino) {
@@ -225,6 +238,12 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
     st->wino->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
                   sum ? ctx.input(st->sum_index).data<float>() : nullptr,
                   ctx.output(0).data<float>(), p.Scratch(0, st->wino->scratch_bytes()));
+    if (st->wino_act) {
+      float* y = ctx.output(0).data<float>();
+      const VecOps::UnaryRow f = Vec().unary[static_cast<int>(st->wino_unary)];
+      ParallelRange(ctx.output(0).size(), 1 << 15,
+                    [&](int64_t b, int64_t e) { f(y + b, y + b, e - b, 0.f, 0.f); });
+    }
     return;
   }
   dnnl::engine& eng = p.engine();

@@ -40,7 +40,9 @@ enum class Layout : uint8_t {
 
 // Post-operations a kernel may absorb (Conv: sum, then activation).
 struct Fusion {
-  enum class Act : uint8_t { kNone, kRelu, kClip };
+  // kSwish: x * sigmoid(x) (SiLU); kHardSwish: x * max(0, min(1, x / 6 + 0.5)). Only Conv
+  // takes these two (the runtime offers them to every fusing kernel; others refuse).
+  enum class Act : uint8_t { kNone, kRelu, kClip, kSwish, kHardSwish };
   Act act = Act::kNone;
   float lo = 0, hi = 0;  // kClip bounds
   bool sum = false;      // input KernelDef::fuse_input is added to the result before `act`

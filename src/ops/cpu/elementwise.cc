@@ -1,9 +1,13 @@
 // cpu kernels: float32 elementwise ops on the provider's threads, on the row kernels of vec.h.
 //
-// Unary (Relu, Clip, Sqrt, Exp, Neg, Reciprocal, Abs, Tanh, Sigmoid, Erf) are
-// layout-preserving: a channels-last input gives a channels-last output when every reader
-// accepts it. Binary (Add, Sub, Mul, Div, Pow) take full numpy (multidirectional)
-// broadcasting on plain operands, or equal shapes in any (shared) layout. The broadcast is
+// Unary (Relu, Clip, Sqrt, Exp, Neg, Reciprocal, Abs, Tanh, Sigmoid, Erf, HardSigmoid,
+// HardSwish) are layout-preserving: a channels-last input gives a channels-last output when every
+// reader accepts it. Binary (Add, Sub, Mul, Div, Pow) take full numpy (multidirectional)
+// broadcasting on plain operands, or equal shapes in any (shared) layout; Add/Sub/Mul/Div also a
+// rank-4 operand in any layout against a per-channel ([N|1,C,1,1], [C,1,1]) or single-value plain
+// operand, in either order (an [N,C,1,1] value in a blocked or channels-last layout is stored as
+// plain): the output keeps the big operand's layout, walked in storage order with the small
+// operand's values tiled into a buffer so each row call is long. The plain broadcast is
 // planned once per shape pair: dims of size 1 in the output are dropped, adjacent dims that
 // broadcast the same way are merged, and the run walks the output as rows of the innermost
 // merged dim, each row one vectorized call (both operands advancing, or one held fixed).
@@ -33,6 +37,12 @@ struct EltState : KernelState {
   std::vector<int64_t> dims, sa, sb;
   int64_t total = 0;
   bool as_unary = false;  // Pow with a special scalar exponent: `unary` on A
+  // Per-channel broadcast on a non-plain operand (`channel`): the output is `segs` segments of
+  // `seg_len` elements in the big operand's storage order; segment s meets the small operand's
+  // values at (s / segs_per_n) * small_n + (s % segs_per_n) * period, repeating `period` of them.
+  bool channel = false;
+  bool big_is_a = true;
+  int64_t seg_len = 0, segs_per_n = 1, small_n = 0, period = 1;
   Shape out_shape;
 };
 
@@ -71,6 +81,10 @@ Status PrepareUnary(OpContext& ctx, NodeSlot& slot) {
   }
   auto* st = static_cast<EltState*>(slot.state.get());
   st->unary = kOp;
+  if constexpr (kOp == UnOp::kHardSigmoid) {
+    st->lo = ctx.attr_float("alpha", 0.2f);
+    st->hi = ctx.attr_float("beta", 0.5f);
+  }
   if constexpr (kOp == UnOp::kClip) {
     st->lo = -std::numeric_limits<float>::infinity();
     st->hi = std::numeric_limits<float>::infinity();
@@ -142,6 +156,57 @@ void PlanBroadcast(const Shape& a, const Shape& b, const Shape& out, EltState* s
   st->total = NumElements(out);
 }
 
+// Whether a value of this shape and layout is stored as its plain row-major order: plain, or
+// rank 4 with H = W = 1 ([N,C/B,1,1,B] and [N,1,1,C] are [N,C] in order).
+bool StoredPlain(const Shape& s, Layout l) {
+  return l == Layout::kPlain || (s.size() == 4 && s[2] * s[3] == 1);
+}
+
+// Plans `big op small` (or `small op big`) where big is rank-4 [N,C,H,W] stored in `lb` and
+// small is one value or per channel ([N|1,C,1,1] or [C,1,1]) stored plain. False when it is not.
+bool PlanChannel(const Shape& big, Layout lb, const Shape& small, EltState* st) {
+  if (big.size() != 4) return false;
+  const int64_t n = big[0], c = big[1], hw = big[2] * big[3];
+  int64_t small_n = 0;  // element stride over N in small (0: one value per channel for all N)
+  const int64_t ns = NumElements(small);
+  if (ns == 1 && small.size() <= 4) {
+    // One value: any layout, one segment.
+    st->seg_len = n * c * hw;
+    st->segs_per_n = 1;
+    st->small_n = 0;
+    st->period = 1;
+    st->total = st->seg_len;
+    return st->total > 0;
+  }
+  if (small.size() == 4) {
+    if (small[1] != c || small[2] != 1 || small[3] != 1 || (small[0] != 1 && small[0] != n))
+      return false;
+    small_n = small[0] == n && n > 1 ? c : 0;
+  } else if (small.size() == 3) {
+    if (small[0] != c || small[1] != 1 || small[2] != 1) return false;
+  } else {
+    return false;
+  }
+  switch (lb) {
+    case Layout::kPlain:  // [N,C,HW]: a scalar per row of HW
+      st->seg_len = hw, st->segs_per_n = c, st->period = 1;
+      break;
+    case Layout::kNhwc:  // [N,HW,C]: the C values repeat along the image
+      st->seg_len = hw * c, st->segs_per_n = 1, st->period = c;
+      break;
+    case Layout::kBlocked8:
+    case Layout::kBlocked16: {  // [N,C/B,HW,B]: B values repeat along each block's image
+      const int64_t b = lb == Layout::kBlocked8 ? 8 : 16;
+      if (c % b != 0) return false;
+      st->seg_len = hw * b, st->segs_per_n = c / b, st->period = b;
+      break;
+    }
+  }
+  st->small_n = small_n;
+  st->total = n * c * hw;
+  return st->total > 0;
+}
+
 template <BinOp kOp>
 Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
   if (!FloatInput(ctx, 0) || !FloatInput(ctx, 1)) {
@@ -150,9 +215,18 @@ Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
   }
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  const Layout la = InLayout(slot, 0), lb = InLayout(slot, 1);
+  Layout la = InLayout(slot, 0), lb = InLayout(slot, 1);
+  // An [N,C,1,1] operand in a blocked or channels-last layout is stored as plain.
+  if (StoredPlain(a.shape(), la)) la = Layout::kPlain;
+  if (StoredPlain(b.shape(), lb)) lb = Layout::kPlain;
   const bool same = a.shape() == b.shape() && la == lb;
-  if ((!same && (la != Layout::kPlain || lb != Layout::kPlain)) || !PickLayout(slot, la)) {
+  // Otherwise one non-plain operand against a per-channel or single value.
+  const bool channel =
+      !same && kOp != BinOp::kPow && (la == Layout::kPlain) != (lb == Layout::kPlain);
+  const Layout out_layout =
+      same ? la : (channel ? (la != Layout::kPlain ? la : lb) : Layout::kPlain);
+  if ((!same && !channel && (la != Layout::kPlain || lb != Layout::kPlain)) ||
+      !PickLayout(slot, out_layout)) {
     slot.declined = true;
     return Status::Ok();
   }
@@ -163,11 +237,22 @@ Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
     auto fresh = std::make_unique<EltState>();
     fresh->key = std::move(key);
     fresh->out_shape = decl[0].shape;
-    if (same)
+    if (channel) {
+      fresh->channel = true;
+      fresh->big_is_a = la != Layout::kPlain;
+      const Shape& big = fresh->big_is_a ? a.shape() : b.shape();
+      const Shape& small = fresh->big_is_a ? b.shape() : a.shape();
+      if (big != fresh->out_shape ||
+          !PlanChannel(big, fresh->big_is_a ? la : lb, small, fresh.get())) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+    } else if (same) {
       PlanBroadcast({NumElements(a.shape())}, {NumElements(a.shape())}, {NumElements(a.shape())},
                     fresh.get());
-    else
+    } else {
       PlanBroadcast(a.shape(), b.shape(), fresh->out_shape, fresh.get());
+    }
     slot.state = std::move(fresh);
     st = static_cast<EltState*>(slot.state.get());
   }
@@ -184,6 +269,52 @@ Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
   return Status::Ok();
 }
 
+// The per-channel case: walks output elements [s, e) segment by segment. A repeating pattern
+// (period > 1) is tiled into a buffer so each call covers up to kTile elements.
+template <BinOp kOp>
+void RunChannel(const EltState* st, const float* big, const float* small, float* y) {
+  const auto& rows = Vec().binary[static_cast<int>(kOp)];
+  const bool a_big = st->big_is_a;
+  const int64_t p = st->period, len_seg = st->seg_len;
+  constexpr int64_t kTile = 512;
+  auto walk = [&](int64_t s, int64_t e) {
+    std::vector<float> tile;
+    int64_t tile_seg = -1;  // segment whose pattern `tile` holds
+    const int64_t reps = p > 1 ? std::max<int64_t>(1, kTile / p) : 0;
+    for (int64_t pos = s; pos < e;) {
+      const int64_t seg = pos / len_seg, off = pos % len_seg;
+      const float* pat = small + (seg / st->segs_per_n) * st->small_n + (seg % st->segs_per_n) * p;
+      const int64_t n = std::min(e - pos, len_seg - off);
+      if (p == 1) {
+        if (a_big)
+          rows[static_cast<int>(RowKind::kVS)](big + pos, pat, y + pos, n);
+        else
+          rows[static_cast<int>(RowKind::kSV)](pat, big + pos, y + pos, n);
+        pos += n;
+        continue;
+      }
+      if (tile_seg != seg) {  // reps + 1 copies: a row may start at any phase
+        tile.resize(static_cast<size_t>((reps + 1) * p));
+        for (int64_t r = 0; r <= reps; ++r) std::copy(pat, pat + p, tile.data() + r * p);
+        tile_seg = seg;
+      }
+      const VecOps::BinaryRow row = rows[static_cast<int>(RowKind::kVV)];
+      for (int64_t done = 0; done < n;) {
+        const int64_t phase = (off + done) % p;
+        const int64_t len = std::min(n - done, reps * p);
+        const float* t = tile.data() + phase;
+        if (a_big)
+          row(big + pos + done, t, y + pos + done, len);
+        else
+          row(t, big + pos + done, y + pos + done, len);
+        done += len;
+      }
+      pos += n;
+    }
+  };
+  ParallelRange(st->total, kParallelMin, walk);
+}
+
 template <BinOp kOp>
 void RunBinary(OpContext& ctx, NodeSlot& slot) {
   const auto* st = static_cast<const EltState*>(slot.state.get());
@@ -193,6 +324,10 @@ void RunBinary(OpContext& ctx, NodeSlot& slot) {
   if (st->total == 0) return;
   if (st->as_unary) {
     RunRows(st->unary, a, y, st->total, 0.f, 0.f);
+    return;
+  }
+  if (st->channel) {
+    RunChannel<kOp>(st, st->big_is_a ? a : b, st->big_is_a ? b : a, y);
     return;
   }
   const auto& rows = Vec().binary[static_cast<int>(kOp)];
@@ -244,6 +379,8 @@ constexpr KernelDef kKernels[] = {
     {"", "Tanh", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kTanh>, RunUnary},
     {"", "Sigmoid", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kSigmoid>, RunUnary},
     {"", "Erf", 9, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kErf>, RunUnary},
+    {"", "HardSigmoid", 6, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kHardSigmoid>, RunUnary},
+    {"", "HardSwish", 14, 1000, nullptr, 0b1, 0, PrepareUnary<UnOp::kHardSwish>, RunUnary},
     {"", "Add", 7, 1000, nullptr, kAnyLayout, 0, PrepareBinary<BinOp::kAdd>,
      RunBinary<BinOp::kAdd>},
     {"", "Sub", 7, 1000, nullptr, kAnyLayout, 0, PrepareBinary<BinOp::kSub>,

@@ -188,7 +188,7 @@ Status DeclareOutput(OpContext& ctx, NodeSlot& slot) {
 // bias broadcast along the rows, or as a sum of the output's exact shape; then Relu / Clip.
 void PlanFusion(const OpContext& ctx, const NodeSlot& slot, MatMulState* st) {
   const Fusion& f = slot.fusion;
-  if (!f.any()) return;
+  if (!f.any() || f.act == Fusion::Act::kSwish || f.act == Fusion::Act::kHardSwish) return;
   dnnl::post_ops po;
   if (f.sum) {
     if (!FloatTensors(ctx, 3) || !Plain(slot, 3)) return;

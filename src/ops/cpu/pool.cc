@@ -6,6 +6,7 @@
 
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/vec.h"
 
 namespace ferry::ops::cpu {
 
@@ -132,13 +133,11 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
   if (in == Layout::kBlocked8 || in == Layout::kBlocked16) {
     // [N,C/b,H,W,b]: each block of b channels sums b-wide vectors over the pixels.
     const int64_t blk = in == Layout::kBlocked8 ? 8 : 16;
+    const VecOps& v = Vec();
     ParallelRange(n * (c / blk), 4, [&](int64_t b, int64_t e) {
       float acc[16];
       for (int64_t i = b; i < e; ++i) {
-        const float* sp = s + i * hw * blk;
-        std::fill(acc, acc + blk, 0.f);
-        for (int64_t p = 0; p < hw; ++p)
-          for (int64_t j = 0; j < blk; ++j) acc[j] += sp[p * blk + j];
+        v.sum_lanes(s + i * hw * blk, hw, blk, acc);
         float* di = d + (i / (c / blk)) * c + (i % (c / blk)) * blk;
         for (int64_t j = 0; j < blk; ++j) di[j] = acc[j] * inv;
       }
@@ -157,12 +156,10 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
     }
     return;
   }
+  const VecOps& v = Vec();
   ParallelRange(n * c, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const float* sp = s + i * hw;
-      float acc = 0;
-      for (int64_t p = 0; p < hw; ++p) acc += sp[p];
-      d[i] = acc * inv;
+      d[i] = v.sum(s + i * hw, hw) * inv;
     }
   });
 }

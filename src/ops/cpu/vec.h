@@ -20,9 +20,12 @@ enum class UnOp : uint8_t {
   kTanh,
   kSigmoid,
   kErf,
-  kSquare,   // Pow(x, 2)
-  kCopy,     // Pow(x, 1)
-  kPowHalf,  // Pow(x, 0.5)
+  kSquare,       // Pow(x, 2)
+  kCopy,         // Pow(x, 1)
+  kPowHalf,      // Pow(x, 0.5)
+  kHardSigmoid,  // max(0, min(1, lo * x + hi)): lo = alpha, hi = beta
+  kHardSwish,    // x * max(0, min(1, x / 6 + 0.5))
+  kSilu,         // x * sigmoid(x)
   kCount
 };
 
@@ -33,11 +36,14 @@ struct VecOps {
   // y[i] = A op B over n elements; kVS reads b[0] for every i, kSV reads a[0].
   using BinaryRow = void (*)(const float* a, const float* b, float* y, int64_t n);
   BinaryRow binary[static_cast<int>(BinOp::kCount)][3];
-  // y[i] = f(x[i]); lo/hi are Clip's bounds.
+  // y[i] = f(x[i]); lo/hi are Clip's bounds (HardSigmoid's alpha/beta).
   using UnaryRow = void (*)(const float* x, float* y, int64_t n, float lo, float hi);
   UnaryRow unary[static_cast<int>(UnOp::kCount)];
   // Sum of x[0..n).
   float (*sum)(const float* x, int64_t n);
+  // out[j] = sum over p < n of x[p * blk + j], j < blk (a channel-blocked image's per-channel
+  // sums).
+  void (*sum_lanes)(const float* x, int64_t n, int64_t blk, float* out);
   // Softmax of one contiguous row of n > 0 elements.
   void (*softmax)(const float* x, float* y, int64_t n);
   // y = (x - mean) / sqrt(var + eps) * gamma + beta over one row of n > 0 elements (biased
