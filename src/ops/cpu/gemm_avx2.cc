@@ -117,7 +117,8 @@ FERRY_AVX2 void Tile(const float* a, int64_t ars, const float* b, int64_t k, flo
   }
 }
 
-// Packs rows [r0, r0 + 6) of A [m, k] into ap[i * 6 + r] (rows past m are zero).
+// Packs rows [r0, r0 + 6) x columns [0, k) of A (row stride lda, m rows) into ap[i * 6 + r]
+// (rows past m are zero).
 void PackATile(const float* a, int64_t m, int64_t lda, int64_t k, int64_t r0, float* ap) {
   const int rows = static_cast<int>(std::min<int64_t>(kMr, m - r0));
   for (int r = 0; r < kMr; ++r) {
@@ -129,9 +130,11 @@ void PackATile(const float* a, int64_t m, int64_t lda, int64_t k, int64_t r0, fl
   }
 }
 
-// Panels [p0, p1) x row tiles [t0, t1) of the product; ap is A packed by PackATile.
-void Block(const float* ap, int64_t m, const PackedB& b, float* y, const GemmEpilogue& e,
-           int64_t p0, int64_t p1, int64_t t0, int64_t t1) {
+// Panels [p0, p1) x row tiles [t0, t1) of the product. Per K block, the thread first packs its
+// row tiles' slice of A into 6-row panels [tile][kc][6] (one sequential stream per tile, kept in
+// L2 while the B panels pass through L1).
+void Block(const float* a, int64_t m, int64_t lda, const PackedB& b, float* y,
+           const GemmEpilogue& e, int64_t p0, int64_t p1, int64_t t0, int64_t t1) {
   const int64_t k = b.k(), n = b.n();
   if (k == 0) {
     // No products: the epilogue alone (a zero accumulator).
@@ -146,9 +149,15 @@ void Block(const float* ap, int64_t m, const PackedB& b, float* y, const GemmEpi
       }
     return;
   }
+  thread_local std::vector<float> packed_a;
+  const size_t need = static_cast<size_t>((t1 - t0) * std::min(k, kKc) * kMr);
+  if (packed_a.size() < need) packed_a.resize(need);
+  float* ap = packed_a.data();
   for (int64_t k0 = 0; k0 < k; k0 += kKc) {
     const int64_t kc = std::min(kKc, k - k0);
     const bool last = k0 + kc == k;
+    for (int64_t t = t0; t < t1; ++t)
+      PackATile(a + k0, m, lda, kc, t * kMr, ap + (t - t0) * kc * kMr);
     for (int64_t p = p0; p < p1; ++p) {
       const float* bp = b.data() + (p * k + k0) * kNr;
       const int cols = static_cast<int>(std::min<int64_t>(kNr, n - p * kNr));
@@ -168,7 +177,7 @@ void Block(const float* ap, int64_t m, const PackedB& b, float* y, const GemmEpi
           te.hi = e.hi;
           tep = &te;
         }
-        Tile<kMr, kMr>(ap + (t * k + k0) * kMr, 1, bp, kc, y + r0 * n + p * kNr, n, rows, cols,
+        Tile<kMr, kMr>(ap + (t - t0) * kc * kMr, 1, bp, kc, y + r0 * n + p * kNr, n, rows, cols,
                        k0 > 0, tep);
       }
     }
@@ -231,37 +240,21 @@ void PackedGemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float*
   const bool by_panels = panels >= threads;
   const int64_t total = by_panels ? panels : tiles;
   const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, total)));
-  // A packed once per run into 6-row panels [tile][k][6]: one sequential stream per tile.
-  thread_local std::vector<float> packed_a;
-  const size_t need = static_cast<size_t>(tiles * b.k() * kMr);
-  if (packed_a.size() < need) packed_a.resize(need);
-  float* ap = packed_a.data();
-  auto pack = [&](int id, int nthreads) {
-    for (int64_t t = tiles * id / nthreads; t < tiles * (id + 1) / nthreads; ++t)
-      PackATile(a, m, lda, b.k(), t * kMr, ap + t * b.k() * kMr);
-  };
   auto part = [&](int id) {
     const int64_t lo = total * id / nt, hi = total * (id + 1) / nt;
     if (by_panels)
-      Block(ap, m, b, y, e, lo, hi, 0, tiles);
+      Block(a, m, lda, b, y, e, lo, hi, 0, tiles);
     else
-      Block(ap, m, b, y, e, 0, panels, lo, hi);
+      Block(a, m, lda, b, y, e, 0, panels, lo, hi);
   };
 #ifdef _OPENMP
   if (nt > 1) {
 #pragma omp parallel num_threads(nt)
-    {
-      const int got = omp_get_num_threads();
-      pack(omp_get_thread_num(), got);
-#pragma omp barrier
-      for (int id = omp_get_thread_num(); id < nt; id += got) part(id);
-    }
+    for (int id = omp_get_thread_num(); id < nt; id += omp_get_num_threads()) part(id);
   } else {
-    pack(0, 1);
     part(0);
   }
 #else
-  pack(0, 1);
   for (int id = 0; id < nt; ++id) part(id);
 #endif
   g_runs.fetch_add(1);
