@@ -19,15 +19,12 @@ namespace ferry::ops::cpu {
 namespace {
 
 #define FERRY_AVX2 __attribute__((target("avx2,fma")))
-#ifndef FERRY_KC
-#define FERRY_KC 256
-#endif
 
 std::atomic<int> g_override{-1};
 std::atomic<uint64_t> g_runs{0};
 
 // K block: a panel block of kKc x 16 floats (16 KiB) stays in L1 across the row tiles.
-constexpr int64_t kKc = FERRY_KC;
+constexpr int64_t kKc = 256;
 constexpr int kMr = 6, kNr = 16;
 
 // The tile's epilogue, already offset to the tile's first row and column.

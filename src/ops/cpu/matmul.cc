@@ -238,10 +238,17 @@ void PlanFusion(const OpContext& ctx, const NodeSlot& slot, MatMulState* st) {
 }
 
 // The own packed GEMM applies to a constant 2-D B [k, n] (or [n, k] with transB) read from an
-// initializer and a row-major A, on AVX2+FMA; PackedGemmOverride 0 keeps oneDNN (tests, bench).
-bool UseOwnGemm(const NodeSlot& slot) {
+// initializer and a row-major A, on AVX2+FMA. It is chosen where it measured faster than
+// oneDNN's sgemm at one thread (src/ops/cpu/README.md): at least 16 rows and 512 columns (BERT's
+// [128,256]x[256,768|1024|2048]); on 256 columns (QKV, FFN down-projection) the two were level
+// within this machine's noise, so oneDNN stays there. PackedGemmOverride 1 takes it wherever it
+// applies, 0 never (tests, benchmarks).
+bool UseOwnGemm(const NodeSlot& slot, int64_t m, int64_t n) {
   const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
-  return b_const && PackedGemmOverride() != 0 && GemmAvx2Supported();
+  if (!b_const || !GemmAvx2Supported()) return false;
+  const int force = PackedGemmOverride();
+  if (force >= 0) return force == 1;
+  return m >= 16 && n >= 512;
 }
 
 // Takes the own path for `fresh` (m x k x n, B transposed when tb) and installs it.
@@ -300,7 +307,7 @@ Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
       fresh->y_md = Strided(Dims(y), false);
     }
     PlanFusion(ctx, slot, fresh.get());
-    if (b.size() == 2 && UseOwnGemm(slot)) {
+    if (b.size() == 2 && UseOwnGemm(slot, NumElements(a) / k, n)) {
       const int64_t m = NumElements(a) / k;
       if (fresh->has_c) {
         fresh->bias_rs = 0;
@@ -350,7 +357,7 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
       fresh->bias_rs = c[0] == 1 ? 0 : c[1];
       fresh->bias_cs = c[1] == 1 ? 0 : 1;
     }
-    if (!ta && UseOwnGemm(slot)) {
+    if (!ta && UseOwnGemm(slot, m, n)) {
       InstallOwn(slot, std::move(fresh), m, k, tb);
       return DeclareOutput(ctx, slot);
     }
