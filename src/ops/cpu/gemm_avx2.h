@@ -53,8 +53,9 @@ struct GemmEpilogue {
 void PackedGemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float* y,
                 const GemmEpilogue& e, int threads);
 
-// Test hooks: -1 automatic (the default), 0 forces oneDNN, 1 forces the packed path where it
-// applies. Without a forced value, FERRY_GEMM=onednn|packed is read once (benchmarking). Takes effect at the next prepare that rebuilds a MatMul/Gemm state.
+// Path choice for MatMul/Gemm with a constant 2-D B: 1 takes the packed path wherever it
+// applies; -1 (automatic, the default) and 0 keep oneDNN (the packed path measured level with it,
+// src/ops/cpu/README.md). Without a forced value, FERRY_GEMM=onednn|packed is read once. Takes effect at the next prepare that rebuilds a MatMul/Gemm state.
 void SetPackedGemmOverride(int v);
 int PackedGemmOverride();
 // Number of packed GEMMs run by this process (tests check the path was taken).

@@ -7,9 +7,10 @@
 // MatMul hosts fusion (KernelDef::fuse_input 2): a following Add of a bias broadcast along the
 // rows ([N], [1, N], ...) becomes oneDNN's bias, an Add of a tensor of the output's shape its
 // sum post-op, and a Relu/Clip its eltwise post-op, so a Linear (+ activation) is one primitive.
-// A constant 2-D B (MatMul, or Gemm without transA) on an AVX2+FMA CPU takes the own packed GEMM
-// instead (gemm_avx2.h): B packed at prepare into 16-column panels, the same fused epilogue
-// (bias, then the residual sum, then Relu/Clip) applied on the microkernel's registers.
+// A constant 2-D B (MatMul, or Gemm without transA) on an AVX2+FMA CPU may take the own packed
+// GEMM instead (gemm_avx2.h; opt-in, see UseOwnGemm): B packed at prepare into 16-column panels,
+// the same fused epilogue (bias, then the residual sum, then Relu/Clip) applied on the
+// microkernel's registers.
 #include <cstring>
 #include <vector>
 
@@ -238,17 +239,13 @@ void PlanFusion(const OpContext& ctx, const NodeSlot& slot, MatMulState* st) {
 }
 
 // The own packed GEMM applies to a constant 2-D B [k, n] (or [n, k] with transB) read from an
-// initializer and a row-major A, on AVX2+FMA. It is chosen where it measured faster than
-// oneDNN's sgemm at one thread (src/ops/cpu/README.md): at least 16 rows and 512 columns (BERT's
-// [128,256]x[256,768|1024|2048]); on 256 columns (QKV, FFN down-projection) the two were level
-// within this machine's noise, so oneDNN stays there. PackedGemmOverride 1 takes it wherever it
-// applies, 0 never (tests, benchmarks).
-bool UseOwnGemm(const NodeSlot& slot, int64_t m, int64_t n) {
+// initializer and a row-major A, on AVX2+FMA. It is not the default: on BERT's shapes it
+// measured level with oneDNN's sgemm at one thread, within this machine's noise (0.90x-1.09x,
+// src/ops/cpu/README.md). PackedGemmOverride 1 (FERRY_GEMM=packed) takes it wherever it
+// applies (tests, benchmarks); -1 and 0 keep oneDNN.
+bool UseOwnGemm(const NodeSlot& slot) {
   const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
-  if (!b_const || !GemmAvx2Supported()) return false;
-  const int force = PackedGemmOverride();
-  if (force >= 0) return force == 1;
-  return m >= 16 && n >= 512;
+  return b_const && GemmAvx2Supported() && PackedGemmOverride() == 1;
 }
 
 // Takes the own path for `fresh` (m x k x n, B transposed when tb) and installs it.
@@ -307,7 +304,7 @@ Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
       fresh->y_md = Strided(Dims(y), false);
     }
     PlanFusion(ctx, slot, fresh.get());
-    if (b.size() == 2 && UseOwnGemm(slot, NumElements(a) / k, n)) {
+    if (b.size() == 2 && UseOwnGemm(slot)) {
       const int64_t m = NumElements(a) / k;
       if (fresh->has_c) {
         fresh->bias_rs = 0;
@@ -357,7 +354,7 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
       fresh->bias_rs = c[0] == 1 ? 0 : c[1];
       fresh->bias_cs = c[1] == 1 ? 0 : 1;
     }
-    if (!ta && UseOwnGemm(slot, m, n)) {
+    if (!ta && UseOwnGemm(slot)) {
       InstallOwn(slot, std::move(fresh), m, k, tb);
       return DeclareOutput(ctx, slot);
     }
