@@ -7,10 +7,16 @@
 // MatMul hosts fusion (KernelDef::fuse_input 2): a following Add of a bias broadcast along the
 // rows ([N], [1, N], ...) becomes oneDNN's bias, an Add of a tensor of the output's shape its
 // sum post-op, and a Relu/Clip its eltwise post-op, so a Linear (+ activation) is one primitive.
+// A constant 2-D B (MatMul, or Gemm without transA) on an AVX2+FMA CPU may take the own packed
+// GEMM instead (gemm_avx2.h; opt-in, see UseOwnGemm): B packed at prepare into 16-column panels,
+// the same fused epilogue (bias, then the residual sum, then Relu/Clip) applied on the
+// microkernel's registers.
 #include <cstring>
+#include <vector>
 
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/gemm_avx2.h"
 
 namespace ferry::ops::cpu {
 
@@ -31,6 +37,14 @@ struct MatMulState : KernelState {
   memory packed;
   const void* packed_from = nullptr;
   bool serial = false;  // too small to split: built and run on one thread
+  // The own packed GEMM (gemm_avx2.h): y [m, n] = A [m, k] (row stride k) x packed B.
+  bool own = false, own_trans = false;  // own_trans: B is stored [n, k] (Gemm transB)
+  PackedB own_b;
+  int64_t m = 0, k = 0;
+  int64_t bias_rs = 0, bias_cs = 0;  // C addressed as c[row * bias_rs + col * bias_cs]
+  GemmEpilogue::Act act = GemmEpilogue::Act::kNone;
+  float lo = 0.f, hi = 0.f;
+  std::vector<float> residual_copy;  // the residual when it shares the output's buffer
 };
 
 // Below this many multiply-adds a matmul runs on one thread: waking a second one costs more than
@@ -143,6 +157,14 @@ bool FloatTensors(const OpContext& ctx, size_t n) {
 
 // Packs a constant B once (again if the initializer changes), a computed B every run.
 void PackB(const OpContext& ctx, NodeSlot& slot, MatMulState* st) {
+  if (st->own) {
+    const float* b = static_cast<const float*>(ctx.input(1).raw());
+    if (st->packed_from == b) return;
+    const memory::dims& d = st->b_md.dims();  // [k, n]
+    st->own_b.Pack(b, d[0], d[1], st->own_trans);
+    st->packed_from = b;
+    return;
+  }
   if (!st->pack) return;
   const void* b = ctx.input(1).raw();
   const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
@@ -216,6 +238,34 @@ void PlanFusion(const OpContext& ctx, const NodeSlot& slot, MatMulState* st) {
   st->fused = true;
 }
 
+// The own packed GEMM applies to a constant 2-D B [k, n] (or [n, k] with transB) read from an
+// initializer and a row-major A, on AVX2+FMA. It is not the default: on BERT's shapes it
+// measured level with oneDNN's sgemm at one thread, within this machine's noise (0.90x-1.09x,
+// src/ops/cpu/README.md). PackedGemmOverride 1 (FERRY_GEMM=packed) takes it wherever it
+// applies (tests, benchmarks); -1 and 0 keep oneDNN.
+bool UseOwnGemm(const NodeSlot& slot) {
+  const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  return b_const && GemmAvx2Supported() && PackedGemmOverride() == 1;
+}
+
+// Takes the own path for `fresh` (m x k x n, B transposed when tb) and installs it.
+void InstallOwn(NodeSlot& slot, std::unique_ptr<MatMulState> fresh, int64_t m, int64_t k, bool tb) {
+  fresh->own = true;
+  fresh->m = m;
+  fresh->k = k;
+  fresh->serial = Fmas(fresh->a_md, fresh->y_md) < kSerialFmas;
+  if (fresh->fused) {
+    const Fusion& f = slot.fusion;
+    fresh->act = f.act == Fusion::Act::kRelu   ? GemmEpilogue::Act::kRelu
+                 : f.act == Fusion::Act::kClip ? GemmEpilogue::Act::kClip
+                                               : GemmEpilogue::Act::kNone;
+    fresh->lo = f.lo;
+    fresh->hi = f.hi;
+  }
+  fresh->own_trans = tb;
+  slot.state = std::move(fresh);
+}
+
 Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
   if (!FloatTensors(ctx, 2) || !Plain(slot, 2) || ctx.input(0).rank() < 2 ||
       ctx.input(1).rank() < 2) {
@@ -254,6 +304,15 @@ Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
       fresh->y_md = Strided(Dims(y), false);
     }
     PlanFusion(ctx, slot, fresh.get());
+    if (b.size() == 2 && UseOwnGemm(slot)) {
+      const int64_t m = NumElements(a) / k;
+      if (fresh->has_c) {
+        fresh->bias_rs = 0;
+        fresh->bias_cs = 1;
+      }
+      InstallOwn(slot, std::move(fresh), m, k, false);
+      return DeclareOutput(ctx, slot);
+    }
     FERRY_RETURN_IF_ERROR(InstallState(slot, std::move(fresh)));
     if (slot.declined) return Status::Ok();
   }
@@ -291,6 +350,13 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
       Shape c = ctx.input(2).shape();
       while (c.size() < 2) c.insert(c.begin(), 1);
       fresh->c_md = Strided(Dims(c), false);
+      // Broadcast C: [1|m, 1|n] as row / column strides (0 along a broadcast dim).
+      fresh->bias_rs = c[0] == 1 ? 0 : c[1];
+      fresh->bias_cs = c[1] == 1 ? 0 : 1;
+    }
+    if (!ta && UseOwnGemm(slot)) {
+      InstallOwn(slot, std::move(fresh), m, k, tb);
+      return DeclareOutput(ctx, slot);
     }
     FERRY_RETURN_IF_ERROR(InstallState(slot, std::move(fresh)));
     if (slot.declined) return Status::Ok();
@@ -298,8 +364,31 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
   return DeclareOutput(ctx, slot);
 }
 
+void RunOwn(OpContext& ctx, MatMulState* st) {
+  GemmEpilogue e;
+  float* y = static_cast<float*>(ctx.output(0).raw());
+  if (st->has_c) {
+    e.bias = static_cast<const float*>(ctx.input(2).raw());
+    e.bias_rs = st->bias_rs;
+    e.bias_cs = st->bias_cs;
+  }
+  if (st->sum) {
+    e.residual = static_cast<const float*>(ctx.input(2).raw());
+    if (e.residual == y) {  // the K blocks write partial sums into y: read the residual aside
+      st->residual_copy.assign(e.residual, e.residual + NumElements(st->out_shape));
+      e.residual = st->residual_copy.data();
+    }
+  }
+  e.act = st->act;
+  e.lo = st->lo;
+  e.hi = st->hi;
+  const int threads = st->serial ? 1 : omp_get_max_threads();
+  PackedGemm(static_cast<const float*>(ctx.input(0).raw()), st->m, st->k, st->own_b, y, e, threads);
+}
+
 void RunMatMul(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<MatMulState*>(slot.state.get());
+  if (st->own) return RunOwn(ctx, st);
   Provider& p = *slot.provider;
   dnnl::engine& eng = p.engine();
   memory a(st->a_md, eng, const_cast<void*>(ctx.input(0).raw()));
