@@ -8,9 +8,9 @@
 // rows ([N], [1, N], ...) becomes oneDNN's bias, an Add of a tensor of the output's shape its
 // sum post-op, and a Relu/Clip its eltwise post-op, so a Linear (+ activation) is one primitive.
 // A constant 2-D B (MatMul, or Gemm without transA) on an AVX2+FMA CPU may take the own packed
-// GEMM instead (gemm_avx2.h; opt-in, see UseOwnGemm): B packed at prepare into 16-column panels,
-// the same fused epilogue (bias, then the residual sum, then Relu/Clip) applied on the
-// microkernel's registers.
+// GEMM instead (gemm_avx2.h; small problems by default, see UseOwnGemm): B packed at prepare into
+// 16-column panels, the same fused epilogue (bias, then the residual sum, then Relu/Clip) applied
+// on the microkernel's registers.
 #include <cstring>
 #include <vector>
 
@@ -239,13 +239,18 @@ void PlanFusion(const OpContext& ctx, const NodeSlot& slot, MatMulState* st) {
 }
 
 // The own packed GEMM applies to a constant 2-D B [k, n] (or [n, k] with transB) read from an
-// initializer and a row-major A, on AVX2+FMA. It is not the default: on BERT's shapes it
-// measured level with oneDNN's sgemm at one thread, within this machine's noise (0.90x-1.09x,
-// src/ops/cpu/README.md). PackedGemmOverride 1 (FERRY_GEMM=packed) takes it wherever it
-// applies (tests, benchmarks); -1 and 0 keep oneDNN.
-bool UseOwnGemm(const NodeSlot& slot) {
+// initializer and a row-major A, on AVX2+FMA. By default it takes only the small problems (under
+// kSerialFmas multiply-adds, the one-thread class): there it runs as fast as oneDNN and spares
+// a model whose only GEMMs are small (the GRU encoder's head) oneDNN's one-time sgemm JIT set-up,
+// ~26 ms of the first run. On BERT's large shapes it measured level with oneDNN's sgemm at one
+// thread, within this machine's noise (0.90x-1.09x, src/ops/cpu/README.md), so those stay on
+// oneDNN. PackedGemmOverride 1 (FERRY_GEMM=packed) takes it wherever it applies (tests,
+// benchmarks); 0 (FERRY_GEMM=onednn) never.
+bool UseOwnGemm(const NodeSlot& slot, int64_t fmas) {
   const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
-  return b_const && GemmAvx2Supported() && PackedGemmOverride() == 1;
+  if (!b_const || !GemmAvx2Supported()) return false;
+  const int forced = PackedGemmOverride();
+  return forced == 1 || (forced < 0 && fmas < kSerialFmas);
 }
 
 // Takes the own path for `fresh` (m x k x n, B transposed when tb) and installs it.
@@ -304,7 +309,7 @@ Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
       fresh->y_md = Strided(Dims(y), false);
     }
     PlanFusion(ctx, slot, fresh.get());
-    if (b.size() == 2 && UseOwnGemm(slot)) {
+    if (b.size() == 2 && UseOwnGemm(slot, NumElements(a) * n)) {
       const int64_t m = NumElements(a) / k;
       if (fresh->has_c) {
         fresh->bias_rs = 0;
@@ -354,7 +359,7 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
       fresh->bias_rs = c[0] == 1 ? 0 : c[1];
       fresh->bias_cs = c[1] == 1 ? 0 : 1;
     }
-    if (!ta && UseOwnGemm(slot)) {
+    if (!ta && UseOwnGemm(slot, m * k * n)) {
       InstallOwn(slot, std::move(fresh), m, k, tb);
       return DeclareOutput(ctx, slot);
     }
