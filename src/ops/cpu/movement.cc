@@ -9,6 +9,7 @@
 // steps walk backwards) and declines if its shape disagrees with the reference's.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "ops/cpu/dnnl_util.h"
@@ -183,12 +184,16 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
     if (p > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-    } else {
+    } else if (dim > 0) {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
+    } else {  // an empty axis: nothing to walk backwards over
+      s = e = 0;
     }
-    const int64_t n =
-        p > 0 ? (e > s ? (e - s + p - 1) / p : 0) : (s > e ? (s - e - p - 1) / -p : 0);
+    // Element count, written so that extreme steps (INT64_MIN / INT64_MAX) cannot overflow.
+    int64_t n = 0;
+    if (p > 0 && e > s) n = 1 + (e - s - 1) / p;
+    if (p < 0 && s > e) n = p == std::numeric_limits<int64_t>::min() ? 1 : 1 + (s - e - 1) / -p;
     start[static_cast<size_t>(ax)] = s;
     step[static_cast<size_t>(ax)] = p;
     out[static_cast<size_t>(ax)] = n;
