@@ -15,6 +15,7 @@ namespace {
 using ops::cpu::QGemmIsa;
 using ops::cpu::QIsa;
 using ops::cpu::SetQGemmIsaForTesting;
+using ops::cpu::SetQGemmOneDnnForTesting;
 
 Tensor RandInt(DType dt, const Shape& shape, uint32_t seed, int lo, int hi) {
   Tensor t(dt, shape);
@@ -62,18 +63,23 @@ int CountFused(const std::vector<runtime::NodeReport>& report) {
   return fused;
 }
 
-// Runs `body` once per GEMM path this CPU has (the best one, and AVX2 forced below it).
+// Runs `body` once per GEMM path this CPU has: oneDNN's int8 matmul where it is used (VNNI
+// CPUs), the own VNNI kernel, and the own AVX2 widening path (forced below VNNI).
 template <typename F>
 void ForEachIsa(F&& body) {
   const QIsa best = QGemmIsa();
   if (best == QIsa::kNone) GTEST_SKIP() << "no AVX2: the int8 kernels decline";
-  for (QIsa isa : {QIsa::kAvx512Vnni, QIsa::kAvx2}) {
+  for (int mode = 0; mode < 3; ++mode) {
+    const QIsa isa = mode == 2 ? QIsa::kAvx2 : QIsa::kAvx512Vnni;
     if (static_cast<int>(isa) > static_cast<int>(best)) continue;
-    SCOPED_TRACE(isa == QIsa::kAvx2 ? "avx2" : "avx512-vnni");
     SetQGemmIsaForTesting(static_cast<int>(isa));
+    SetQGemmOneDnnForTesting(mode == 0);
+    if (mode == 0 && !ops::cpu::QGemmUseOneDnn()) continue;
+    SCOPED_TRACE(mode == 0 ? "onednn" : mode == 1 ? "own avx512-vnni" : "own avx2");
     body();
   }
   SetQGemmIsaForTesting(-1);
+  SetQGemmOneDnnForTesting(true);
 }
 
 TEST(CpuInt8, MatMulIntegerMatchesReferenceBitExact) {

@@ -277,6 +277,39 @@ void SetQGemmIsaForTesting(int isa) {
   g_cap.store(isa);
 }
 
+namespace {
+std::atomic<bool> g_onednn{true};
+}
+
+bool QGemmUseOneDnn() {
+  static const bool env_own = [] {
+    const char* e = std::getenv("FERRY_INT8_GEMM");
+    return e != nullptr && std::string_view(e) == "own";
+  }();
+  return !env_own && g_onednn.load() && QGemmIsa() == QIsa::kAvx512Vnni;
+}
+
+void SetQGemmOneDnnForTesting(bool allowed) {
+  g_onednn.store(allowed);
+}
+
+void QEpilogue(const int32_t* acc, int64_t rows, int64_t n, const QOutput& out) {
+  ParallelRange(rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, n)),
+                [&](int64_t r0, int64_t r1) {
+                  for (int64_t r = r0; r < r1; ++r) {
+                    const int32_t* a = acc + r * n;
+                    float* y = out.f32 + r * n;
+                    if (out.bias) {
+                      for (int64_t j = 0; j < n; ++j)
+                        y[j] = static_cast<float>(a[j]) * out.scale[j] + out.bias[j];
+                    } else {
+                      for (int64_t j = 0; j < n; ++j)
+                        y[j] = static_cast<float>(a[j]) * out.scale[j];
+                    }
+                  }
+                });
+}
+
 void QPackB(QIsa isa, const void* b, bool b_signed, int64_t k, int64_t n, int64_t ldb,
             const int32_t* zb, bool zb_scalar, QPackedB* out) {
   const int w = isa == QIsa::kAvx512Vnni ? 16 : 8, kg = isa == QIsa::kAvx512Vnni ? 4 : 2;

@@ -27,6 +27,13 @@ QIsa QGemmIsa();
 // Tests: caps the path at `isa` (kAvx2 forces the widening path on a VNNI CPU); -1 restores.
 void SetQGemmIsaForTesting(int isa);
 
+// Whether qmatmul.cc may hand a GEMM to oneDNN's int8 matmul (u8/s8 x s8 -> s32, constant 2-D B,
+// no weight zero point): only where the CPU has VNNI (oneDNN then runs AMX or VNNI code, exact
+// in int32; on plain AVX2 it would use the saturating vpmaddubsw). FERRY_INT8_GEMM=own and
+// SetQGemmOneDnnForTesting(false) keep everything on the own GEMM.
+bool QGemmUseOneDnn();
+void SetQGemmOneDnnForTesting(bool allowed);
+
 struct QPackedB {
   QIsa isa = QIsa::kNone;
   int64_t k = 0, n = 0, kp = 0, npad = 0;  // kp: K rounded to the k group, npad: to the panel
@@ -53,5 +60,9 @@ struct QOutput {
 // Splits the work over the provider's OpenMP threads when it is large enough.
 void QGemm(const QPackedB& b, const void* a, bool a_signed, int64_t m, int64_t lda,
            const int32_t* za, bool za_scalar, const QOutput& out);
+
+// The float epilogue alone: out.f32[r, j] = float(acc[r, j]) * out.scale[j] (+ out.bias[j]),
+// rows of n values (row stride n in both), multiply then add.
+void QEpilogue(const int32_t* acc, int64_t rows, int64_t n, const QOutput& out);
 
 }  // namespace ferry::ops::cpu

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "ops/cpu/dnnl_util.h"
@@ -222,6 +223,12 @@ std::vector<int32_t> ZeroPoints(const OpContext& ctx, size_t i) {
 struct QState : KernelState {
   StateKey key;
   QIsa isa = QIsa::kNone;
+  // oneDNN's int8 matmul (QGemmUseOneDnn): A as [rows, k], B reordered once, s32 out.
+  bool onednn = false;
+  int64_t rows = 0;
+  dnnl::memory::desc a_md, c_md;
+  dnnl::memory b_mem;
+  std::optional<dnnl::matmul> mm;
   QDims d;
   bool b_packed_once = false;      // B (and its zero point) constant: packed at prepare
   std::vector<QPackedB> packed;    // one per B batch matrix
@@ -246,6 +253,40 @@ void PackAll(const OpContext& ctx, size_t bi, size_t zi, QState* st) {
            &st->packed[static_cast<size_t>(t)]);
 }
 
+// oneDNN takes: B int8 2-D without a zero point (or an all-zero one), A's zero point one value,
+// a non-empty problem.
+bool OneDnnFits(const OpContext& ctx, size_t bi, size_t azi, size_t bzi, const QDims& d) {
+  if (!QGemmUseOneDnn() || ctx.input(bi).dtype() != DType::kInt8 || !d.b_batch.empty() ||
+      d.k == 0 || d.m * d.n == 0 || NumElements(d.batch) == 0)
+    return false;
+  if (ctx.has_input(azi) && ctx.input(azi).size() != 1) return false;
+  if (ctx.has_input(bzi))
+    for (int32_t z : ZeroPoints(ctx, bzi))
+      if (z != 0) return false;
+  return true;
+}
+
+void BuildOneDnn(const OpContext& ctx, NodeSlot& slot, size_t ai, size_t bi, QState* st) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  dnnl::engine& eng = slot.provider->engine();
+  const QDims& d = st->d;
+  st->rows = NumElements(d.batch) * d.m;
+  const dt a_dt = ctx.input(ai).dtype() == DType::kInt8 ? dt::s8 : dt::u8;
+  st->a_md = dnnl::memory::desc({st->rows, d.k}, a_dt, tag::ab);
+  st->c_md = dnnl::memory::desc({st->rows, d.n}, dt::s32, tag::ab);
+  const dnnl::memory::desc b_any({d.k, d.n}, dt::s8, tag::any), b_md({d.k, d.n}, dt::s8, tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(st->a_md, b_any, st->c_md), attr, eng);
+  dnnl::memory user(b_md, eng, const_cast<void*>(ctx.input(bi).raw()));
+  st->b_mem = dnnl::memory(pd.weights_desc(), eng);
+  dnnl::reorder(user, st->b_mem).execute(slot.provider->stream(), user, st->b_mem);
+  slot.provider->stream().wait();
+  st->mm.emplace(pd);
+  st->onednn = true;
+}
+
 // Builds (or keeps) the state for A = input ai, B = input bi with zero points azi / bzi;
 // returns null when the kernel declines.
 QState* PrepareInt8MatMul(OpContext& ctx, NodeSlot& slot, size_t ai, size_t bi, size_t azi,
@@ -267,14 +308,36 @@ QState* PrepareInt8MatMul(OpContext& ctx, NodeSlot& slot, size_t ai, size_t bi, 
   for (size_t z : {azi, bzi})
     if (ctx.has_input(z) && !Int8(ctx.input(z).dtype())) return nullptr;
   fresh->b_packed_once = Const(slot, bi) && (!ctx.has_input(bzi) || Const(slot, bzi));
-  if (fresh->b_packed_once) PackAll(ctx, bi, bzi, fresh.get());
+  if (fresh->b_packed_once && OneDnnFits(ctx, bi, azi, bzi, fresh->d))
+    BuildOneDnn(ctx, slot, ai, bi, fresh.get());
+  else if (fresh->b_packed_once)
+    PackAll(ctx, bi, bzi, fresh.get());
   slot.state = std::move(fresh);
   return static_cast<QState*>(slot.state.get());
 }
 
 // Runs the batched GEMM of the state into `out` (i32 or the float epilogue), ldc = n.
-void RunInt8MatMul(OpContext& ctx, QState* st, size_t ai, size_t bi, size_t azi, size_t bzi,
-                   QOutput out) {
+void RunInt8MatMul(OpContext& ctx, NodeSlot& slot, QState* st, size_t ai, size_t bi, size_t azi,
+                   size_t bzi, QOutput out) {
+  if (st->onednn) {
+    int32_t* c = out.i32;
+    if (!c) {
+      st->acc.resize(static_cast<size_t>(st->rows * st->d.n));
+      c = st->acc.data();
+    }
+    int32_t za = ctx.has_input(azi) ? static_cast<int32_t>(ctx.input(azi).GetAsInt64(0)) : 0;
+    dnnl::engine& eng = slot.provider->engine();
+    dnnl::memory a_mem(st->a_md, eng, const_cast<void*>(ctx.input(ai).raw()));
+    dnnl::memory c_mem(st->c_md, eng, c);
+    dnnl::memory zp_mem({{1}, dnnl::memory::data_type::s32, dnnl::memory::format_tag::x}, eng, &za);
+    st->mm->execute(slot.provider->stream(), {{DNNL_ARG_SRC, a_mem},
+                                              {DNNL_ARG_WEIGHTS, st->b_mem},
+                                              {DNNL_ARG_DST, c_mem},
+                                              {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_mem}});
+    slot.provider->stream().wait();
+    if (!out.i32) QEpilogue(c, st->rows, st->d.n, out);
+    return;
+  }
   if (!st->b_packed_once) PackAll(ctx, bi, bzi, st);
   const QDims& d = st->d;
   const Tensor& a = ctx.input(ai);
@@ -312,7 +375,7 @@ void RunMatMulInteger(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<QState*>(slot.state.get());
   QOutput out;
   out.i32 = ctx.output(0).data<int32_t>();
-  RunInt8MatMul(ctx, st, 0, 1, 2, 3, out);
+  RunInt8MatMul(ctx, slot, st, 0, 1, 2, 3, out);
 }
 
 // ---- QLinearMatMul ----
@@ -361,7 +424,7 @@ void RunQLinearMatMul(OpContext& ctx, NodeSlot& slot) {
   st->acc.resize(static_cast<size_t>(NumElements(st->d.out)));
   QOutput out;
   out.i32 = st->acc.data();
-  RunInt8MatMul(ctx, st, 0, 3, 2, 5, out);
+  RunInt8MatMul(ctx, slot, st, 0, 3, 2, 5, out);
   Tensor& y = ctx.output(0);
   if (y.dtype() == DType::kUint8)
     Requantize(ctx, st->d, st->acc.data(), y.data<uint8_t>());
@@ -482,7 +545,7 @@ void RunDynamicMatMul(OpContext& ctx, NodeSlot& slot) {
     for (int64_t j = 0; j < n; ++j) st->bias[static_cast<size_t>(j)] = col(6, j);
     out.bias = st->bias.data();
   }
-  RunInt8MatMul(ctx, st, 0, 1, 2, 3, out);
+  RunInt8MatMul(ctx, slot, st, 0, 1, 2, 3, out);
 }
 
 constexpr KernelDef kDynamicMatMul = {
