@@ -346,6 +346,11 @@ void RunInt8MatMul(OpContext& ctx, NodeSlot& slot, QState* st, size_t ai, size_t
   int32_t* i32 = out.i32;
   float* f32 = out.f32;
   out.ldc = d.n;
+  if (d.b_batch.empty() && za.size() <= 1) {  // one B: A's batch is just more rows
+    QGemm(st->packed[0], a.raw(), a.dtype() == DType::kInt8, nb * d.m, d.k,
+          za.empty() ? nullptr : za.data(), true, out);
+    return;
+  }
   for (int64_t t = 0; t < nb; ++t) {
     const int64_t ao = BatchOffset(d.a_batch, d.batch, t);
     const int64_t bo = BatchOffset(d.b_batch, d.batch, t);
