@@ -2,9 +2,10 @@
 // QLinearMatMul, and the pattern `MatMulInteger -> Cast(float) -> Mul(scale) [-> Add(bias)]`
 // (with the scale's own `Mul(a_scale, b_scale)` absorbed) that `ferry quantize --mode dynamic`
 // and ONNX Runtime's quantize_dynamic write. All bit-exact with the reference kernels
-// (ops/reference/quant.cc); the integer products run on the own int8 GEMM (qgemm.h), the float
-// epilogue of the pattern is float(acc) * (a_scale * b_scale[n]) [+ bias[n]], unfused, in the
-// graph's order. Without AVX2 every kernel here declines.
+// (ops/reference/quant.cc). The integer products run on oneDNN's int8 matmul where the CPU has
+// VNNI and B is a constant 2-D int8 matrix without zero point (QGemmUseOneDnn), else on the own
+// int8 GEMM (qgemm.h); the float epilogue of the pattern is float(acc) * (a_scale * b_scale[n])
+// [+ bias[n]], unfused, in the graph's order. Without AVX2 every kernel here declines.
 #include <immintrin.h>
 
 #include <algorithm>
