@@ -288,3 +288,37 @@ TEST(CpuInt8, DynamicChainIsOneKernelBitExact) {
 
 }  // namespace
 }  // namespace ferry::cpu_test
+
+namespace ferry::cpu_test {
+namespace {
+
+// ONNX Runtime's quantize_dynamic order: the scale product Mul(a_scale, b_scale) comes before
+// MatMulInteger. The pattern then reads the product (the Mul runs on its own); a [1, n] bias.
+TEST(CpuInt8, DynamicChainWithScaleMulFirst) {
+  ForEachIsa([] {
+    uint32_t seed = 1300;
+    for (int64_t n : {1, 17, 64}) {
+      SCOPED_TRACE(n);
+      GraphBuilder b;
+      b.Opset(13);
+      b.Input("x", Rand({5, 3, 40}, seed, -1.f, 4.f));
+      b.Const("w", RandInt(DType::kInt8, {40, n}, seed + 1, -128, 127));
+      b.Const("ws", Rand({n}, seed + 2, 1e-3f, 1e-2f));
+      b.Const("bias", Rand({1, n}, seed + 3));
+      seed += 10;
+      b.Node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+      b.Node("Mul", {"xs", "ws"}, {"sc"});
+      b.Node("MatMulInteger", {"xq", "w", "xz"}, {"mi"});
+      SetInt(b.Node("Cast", {"mi"}, {"mf"}), "to", 1);
+      b.Node("Mul", {"sc", "mf"}, {"prod"});
+      b.Node("Add", {"prod", "bias"}, {"y"});
+      b.Output("y");
+      auto report = ExpectMatchesReference(b, 0, 0);
+      EXPECT_EQ(CountFused(report), 3);  // Cast, Mul, Add
+      EXPECT_EQ(ProviderOf(report, "MatMulInteger"), "cpu (DynamicMatMul)");
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ferry::cpu_test
