@@ -282,11 +282,16 @@ std::atomic<bool> g_onednn{true};
 }
 
 bool QGemmUseOneDnn() {
-  static const bool env_own = [] {
+  static const bool ok = [] {
     const char* e = std::getenv("FERRY_INT8_GEMM");
-    return e != nullptr && std::string_view(e) == "own";
+    if (e != nullptr && std::string_view(e) == "own") return false;
+    // oneDNN's own ISA cap (ONEDNN_MAX_CPU_ISA=AVX2 on a VNNI CPU) would bring back the
+    // saturating vpmaddubsw: take oneDNN only when it will run VNNI or AMX code.
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+           isa == dnnl::cpu_isa::avx512_core_amx;
   }();
-  return !env_own && g_onednn.load() && QGemmIsa() == QIsa::kAvx512Vnni;
+  return ok && g_onednn.load() && QGemmIsa() == QIsa::kAvx512Vnni;
 }
 
 void SetQGemmOneDnnForTesting(bool allowed) {

@@ -29,7 +29,8 @@ void SetQGemmIsaForTesting(int isa);
 
 // Whether qmatmul.cc may hand a GEMM to oneDNN's int8 matmul (u8/s8 x s8 -> s32, constant 2-D B,
 // no weight zero point): only where the CPU has VNNI (oneDNN then runs AMX or VNNI code, exact
-// in int32; on plain AVX2 it would use the saturating vpmaddubsw). FERRY_INT8_GEMM=own and
+// in int32; on plain AVX2, or capped there by ONEDNN_MAX_CPU_ISA, it would use the saturating
+// vpmaddubsw, so oneDNN's effective ISA is checked too). FERRY_INT8_GEMM=own and
 // SetQGemmOneDnnForTesting(false) keep everything on the own GEMM.
 bool QGemmUseOneDnn();
 void SetQGemmOneDnnForTesting(bool allowed);
