@@ -46,8 +46,9 @@ namespace {
 std::vector<const KernelDef*> BuildTable() {
   std::vector<const KernelDef*> all;
   const std::span<const KernelDef> families[] = {
-      ConvKernels(), PoolKernels(),     ElementwiseKernels(), MatMulKernels(), NormKernels(),
-      RnnKernels(),  MovementKernels(), GatherKernels(),      ConcatKernels(), BatchNormKernels()};
+      ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
+      NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
+      ConcatKernels(), BatchNormKernels(), QMatMulKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;
@@ -61,7 +62,12 @@ std::span<const KernelDef* const> AllKernels() {
 }
 
 std::span<const Pattern> AllPatterns() {
-  return NormPatterns();
+  static const std::vector<Pattern> all = [] {
+    std::vector<Pattern> v;
+    for (auto fam : {NormPatterns(), QMatMulPatterns()}) v.insert(v.end(), fam.begin(), fam.end());
+    return v;
+  }();
+  return all;
 }
 
 const KernelDef* FindKernel(const ir::Node& node, int64_t opset) {
