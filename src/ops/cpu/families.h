@@ -19,6 +19,8 @@ std::span<const KernelDef> GatherKernels();     // gather.cc: Gather
 std::span<const KernelDef> RnnKernels();        // rnn.cc: GRU, LSTM (own GEMM + gate math)
 std::span<const KernelDef> ConcatKernels();     // concat.cc: Concat (any layout)
 std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalization (inference)
+std::span<const KernelDef> QuantKernels();      // qconv.cc: QuantizeLinear, DequantizeLinear
+std::span<const Pattern> QuantPatterns();       // qconv.cc: QDQ Conv / Gemm as int8 (oneDNN)
 
 // Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
 void SetRnnScalarOnlyForTesting(bool on);

@@ -46,8 +46,9 @@ namespace {
 std::vector<const KernelDef*> BuildTable() {
   std::vector<const KernelDef*> all;
   const std::span<const KernelDef> families[] = {
-      ConvKernels(), PoolKernels(),     ElementwiseKernels(), MatMulKernels(), NormKernels(),
-      RnnKernels(),  MovementKernels(), GatherKernels(),      ConcatKernels(), BatchNormKernels()};
+      ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
+      NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
+      ConcatKernels(), BatchNormKernels(), QuantKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;
@@ -61,7 +62,13 @@ std::span<const KernelDef* const> AllKernels() {
 }
 
 std::span<const Pattern> AllPatterns() {
-  return NormPatterns();
+  static const std::vector<Pattern> all = [] {
+    std::vector<Pattern> v;
+    for (auto fam : {NormPatterns(), QuantPatterns()})
+      for (const Pattern& p : fam) v.push_back(p);
+    return v;
+  }();
+  return all;
 }
 
 const KernelDef* FindKernel(const ir::Node& node, int64_t opset) {
@@ -104,8 +111,9 @@ void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to) {
   }
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
-  dnnl::memory s(LayoutDesc(src.shape(), from), engine, const_cast<void*>(src.raw()));
-  dnnl::memory d(LayoutDesc(src.shape(), to), engine, dst->raw());
+  const auto dt = DnnlType(src.dtype());
+  dnnl::memory s(LayoutDesc(src.shape(), from, dt), engine, const_cast<void*>(src.raw()));
+  dnnl::memory d(LayoutDesc(src.shape(), to, dt), engine, dst->raw());
   dnnl::reorder(s, d).execute(stream, s, d);
   stream.wait();
 }
