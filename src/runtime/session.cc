@@ -387,6 +387,8 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
         !is_output_[static_cast<size_t>(st.outputs[0])]) {
       st.fold = true;
       for (int id : st.inputs) st.fold = st.fold && (id < 0 || is_const[static_cast<size_t>(id)]);
+      // Same data every run: kernels reading it (a float Gemm's B) may pack it once.
+      if (st.fold) is_const[static_cast<size_t>(st.outputs[0])] = true;
     }
   nhwc_ok_.assign(nv, false);
   for (size_t v = 0; v < nv; ++v) {

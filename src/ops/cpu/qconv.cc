@@ -511,9 +511,14 @@ bool MatchQAdd(const GraphView& g, size_t host, PatternMatch* m) {
   float lo, hi;
   const int q = QuantTail(g, g.output(add, 0), &absorbed, &lo, &hi);
   if (q < 0) return false;
+  // Host: the first of {Add, its single-reader DequantizeLinears} after both integer inputs are
+  // computed; a DequantizeLinear before it stays a step of its own (its output then unused).
+  int ready = -1;
+  for (int d : {da, db})
+    ready = std::max(ready, Producer(g, g.input(static_cast<size_t>(d), 0), add));
   std::vector<size_t> steps = {add};
   for (int d : {da, db})
-    if (g.readers(g.output(static_cast<size_t>(d), 0)).size() == 1)
+    if (d > ready && g.readers(g.output(static_cast<size_t>(d), 0)).size() == 1)
       steps.push_back(static_cast<size_t>(d));
   if (host != *std::min_element(steps.begin(), steps.end())) return false;
   for (size_t t : steps)
