@@ -367,25 +367,45 @@ Status PrepareQConv(OpContext& ctx, NodeSlot& slot) {
   return Status::Ok();
 }
 
+// y = clamp(a + zp, lo, hi) over n contiguous elements (a clamped first: no int32 overflow).
+template <typename T>
+void FinishRow(const int32_t* a, T* y, int64_t n, int32_t zp, int32_t lo, int32_t hi) {
+  for (int64_t j = 0; j < n; ++j) y[j] = static_cast<T>(std::clamp(a[j], lo - zp, hi - zp) + zp);
+}
+
+template <typename T>
+__attribute__((target("avx2"))) void FinishRowAvx2(const int32_t* a, T* y, int64_t n, int32_t zp,
+                                                   int32_t lo, int32_t hi) {
+  const __m256i vlo = _mm256_set1_epi32(lo - zp), vhi = _mm256_set1_epi32(hi - zp),
+                vz = _mm256_set1_epi32(zp);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
+    v = _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(v, vlo), vhi), vz);
+    const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i p8 = std::is_signed_v<T> ? _mm_packs_epi16(p16, p16) : _mm_packus_epi16(p16, p16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), p8);
+  }
+  FinishRow(a + j, y + j, n - j, zp, lo, hi);
+}
+
 // s32 NHWC [rows, c] -> u8/s8 (NHWC, or plain [n, c, hw] when `plain`): + zp, saturate.
 template <typename T>
 void FinishS32(const int32_t* a, T* y, int64_t n, int64_t hw, int64_t c, int32_t zp, int32_t lo,
                int32_t hi, bool plain) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
   ParallelRange(n * hw, 4096, [&](int64_t b, int64_t e) {
+    if (!plain) {
+      avx2 ? FinishRowAvx2(a + b * c, y + b * c, (e - b) * c, zp, lo, hi)
+           : FinishRow(a + b * c, y + b * c, (e - b) * c, zp, lo, hi);
+      return;
+    }
     for (int64_t r = b; r < e; ++r) {
       const int32_t* ar = a + r * c;
-      if (!plain) {
-        T* yr = y + r * c;
-        for (int64_t j = 0; j < c; ++j)
-          yr[j] = static_cast<T>(
-              std::clamp(static_cast<int64_t>(ar[j]) + zp, int64_t{lo}, int64_t{hi}));
-      } else {
-        const int64_t img = r / hw, p = r % hw;
-        T* yr = y + img * c * hw + p;
-        for (int64_t j = 0; j < c; ++j)
-          yr[j * hw] = static_cast<T>(
-              std::clamp(static_cast<int64_t>(ar[j]) + zp, int64_t{lo}, int64_t{hi}));
-      }
+      const int64_t img = r / hw, p = r % hw;
+      T* yr = y + img * c * hw + p;
+      for (int64_t j = 0; j < c; ++j)
+        yr[j * hw] = static_cast<T>(std::clamp(ar[j], lo - zp, hi - zp) + zp);
     }
   });
 }
@@ -837,10 +857,10 @@ __attribute__((target("avx2"))) void QuantizeAvx2(const float* x, T* y, int64_t 
     v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));  // NaN -> 0
     v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, vz), vlo), vhi);
-    const __m256i q = _mm256_cvtps_epi32(v);
-    alignas(32) int32_t buf[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(buf), q);
-    for (int j = 0; j < 8; ++j) y[i + j] = static_cast<T>(buf[j]);
+    const __m256i q = _mm256_cvtps_epi32(v);  // in [lo, hi]: the packs below do not saturate
+    const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i p8 = std::is_signed_v<T> ? _mm_packs_epi16(p16, p16) : _mm_packus_epi16(p16, p16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), p8);
   }
   QuantizeScalar(x + i, y + i, n - i, s, zp, lo, hi);
 }
