@@ -20,6 +20,7 @@ struct QCase {
   int wmax = 127;  // |w| <= wmax
   float mult = 0;  // > 0: every multiplier exactly this (x_scale = mult, w_scale = y_scale = 1)
   int chain = 1;   // 2: a second QConv (3x3, pad 1) reads the first one's output
+  bool weights_first = false;  // DequantizeLinear of W and B before x's (as ferry quantize writes)
   uint32_t seed = 1;
 };
 
@@ -61,13 +62,14 @@ void AddLayer(GraphBuilder& qdq, GraphBuilder& ref, const QCase& k, const Layer&
     if (k.bias) b->Const(p + "bq", l.bq);
   }
   if (k.bias) qdq.Const(p + "bs", l.bs);
-  qdq.Node("DequantizeLinear", {xq, xs, xz}, {p + "x"});
+  if (!k.weights_first) qdq.Node("DequantizeLinear", {xq, xs, xz}, {p + "x"});
   SetInt(qdq.Node("DequantizeLinear", {p + "wq", p + "ws", p + "wz"}, {p + "w"}), "axis", 0);
   std::vector<std::string> conv_in = {p + "x", p + "w"};
   if (k.bias) {
     SetInt(qdq.Node("DequantizeLinear", {p + "bq", p + "bs"}, {p + "b"}), "axis", 0);
     conv_in.push_back(p + "b");
   }
+  if (k.weights_first) qdq.Node("DequantizeLinear", {xq, xs, xz}, {p + "x"});
   auto attrs = [&](ir::Node& n) {
     SetInts(n, "strides", {l.stride, l.stride});
     const int64_t e = l.pad_end < 0 ? l.pad : l.pad_end;
@@ -194,6 +196,25 @@ TEST(QConv, PerChannelU8) {
                         .wmax = 64,
                         .seed = 1}),
             1);
+}
+
+TEST(QConv, WeightDequantizeFirst) {
+  // W's and B's integers are last read by their DequantizeLinear, before the pattern's host (the
+  // order ferry quantize writes): the runtime keeps them alive until the host.
+  QCase k = {.n = 1,
+             .c = 8,
+             .h = 9,
+             .w = 9,
+             .oc = 16,
+             .kh = 3,
+             .kw = 3,
+             .pad = 1,
+             .y_zp = 12,
+             .wmax = 64,
+             .chain = 2,
+             .weights_first = true,
+             .seed = 14};
+  EXPECT_EQ(CheckQConv(k), 2);
 }
 
 TEST(QConv, AwkwardShapesAndZeroPoints) {

@@ -259,6 +259,7 @@ Status PrepareQConv(OpContext& ctx, NodeSlot& slot) {
     const Tensor& ws = ctx.input(4);
     if (ws.dtype() != DType::kFloat || (ws.size() != 1 && ws.size() != oc)) return Decline(slot);
     const float x_scale = ctx.input(1).data<float>()[0], y_scale = ctx.input(6).data<float>()[0];
+    if (!(y_scale > 0)) return Decline(slot);  // Q(clip(z)) = clamp(Q(z), Q(a), Q(b)) needs it
     const int32_t x_zp = tensor(2) ? static_cast<int32_t>(ctx.input(2).GetAsInt64(0)) : 0;
     const int32_t y_zp = tensor(7) ? static_cast<int32_t>(ctx.input(7).GetAsInt64(0)) : 0;
     // Clip(a, b) before QuantizeLinear: Q is monotone, so Q(clip(z)) = clamp(Q(z), Q(a), Q(b)).
