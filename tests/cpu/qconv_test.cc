@@ -487,21 +487,28 @@ TEST(QdqKernels, QuantizeDequantizeMatchReference) {
   }
 }
 
-TEST(QdqKernels, Int32DequantizeAndPerAxisFallback) {
+TEST(QdqKernels, Int32AndPerAxisDequantize) {
   GraphBuilder b;
   b.Opset(13);
   Tensor xi = RandInt<int32_t>(DType::kInt32, {5, 33}, -3000000, 3000000, 5);
   b.Input("xi", xi);
   b.Const("s", Scalar(DType::kFloat, 0.0031f));
   b.Node("DequantizeLinear", {"xi", "s"}, {"y"});
-  Tensor xu = RandInt<uint8_t>(DType::kUint8, {2, 4, 3}, 0, 255, 6);
-  b.Input("xu", xu);
+  // Per axis 1 without zero point, per axis 0 with one (uint8), per axis 0 of int8 weights.
+  b.Input("xu", RandInt<uint8_t>(DType::kUint8, {2, 4, 3}, 0, 255, 6));
   Tensor sv(DType::kFloat, {4});
   for (int i = 0; i < 4; ++i) sv.data<float>()[i] = 0.01f * static_cast<float>(i + 1);
   b.Const("sv", sv);
   SetInt(b.Node("DequantizeLinear", {"xu", "sv"}, {"y2"}), "axis", 1);
-  b.Output("y").Output("y2");
-  ExpectMatchesReference(b, 0, 0);
+  b.Input("xu0", RandInt<uint8_t>(DType::kUint8, {4, 5, 9}, 0, 255, 7));
+  b.Const("zv", RandInt<uint8_t>(DType::kUint8, {4}, 0, 255, 8));
+  SetInt(b.Node("DequantizeLinear", {"xu0", "sv", "zv"}, {"y3"}), "axis", 0);
+  b.Const("w", RandInt<int8_t>(DType::kInt8, {4, 3, 3, 3}, -127, 127, 9));
+  SetInt(b.Node("DequantizeLinear", {"w", "sv"}, {"y4"}), "axis", 0);
+  b.Output("y").Output("y2").Output("y3").Output("y4");
+  int cpu = 0;
+  for (const auto& r : ExpectMatchesReference(b, 0, 0)) cpu += r.provider == "cpu";
+  EXPECT_EQ(cpu, 4);
 }
 
 }  // namespace

@@ -27,9 +27,10 @@
 // Activations stay uint8/int8 in NHWC between QConv nodes when every reader takes that layout.
 //
 // QuantizeLinear (float32 input) / DequantizeLinear (int8/uint8/int32 input): per-tensor scale and
-// zero point, any layout (the output keeps the input's layout when the readers take it); per-axis
-// parameters take plain inputs. Same arithmetic as the reference: q = saturate(nearbyint(x /
-// scale) + zp) with a float division, NaN -> 0; y = float(x - zp) * scale.
+// zero point, any layout (the output keeps the input's layout when the readers take it);
+// DequantizeLinear also per axis on plain inputs (per-channel weights: the session's first run).
+// Same arithmetic as the reference: q = saturate(nearbyint(x / scale) + zp) with a float division,
+// NaN -> 0; y = float(x - zp) * scale.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -795,6 +796,9 @@ struct QdqState : KernelState {
   float scale = 1;
   int32_t zp = 0;
   bool per_tensor = true;
+  int64_t dim = 1, inner = 1;  // per axis (DequantizeLinear, plain): [outer, dim, inner]
+  std::vector<float> scales;   // per axis: one per index of the axis
+  std::vector<int32_t> zps;
   Layout layout = Layout::kPlain;  // of input and output
   bool to_plain = false;           // output plain from a non-plain input (via a scratch copy)
 };
@@ -815,11 +819,30 @@ Status PrepareQdq(OpContext& ctx, NodeSlot& slot, bool quantize) {
                       : (x.dtype() == DType::kUint8 || x.dtype() == DType::kInt8 ||
                          x.dtype() == DType::kInt32) &&
                             yt == DType::kFloat;
+  auto st = std::make_unique<QdqState>();
+  const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  if (ok && !quantize && !ScalarParams(ctx, 1, 2) && ctx.attr_int("block_size", 0) == 0 &&
+      in_layout == Layout::kPlain && ctx.input(1).dtype() == DType::kFloat &&
+      ctx.input(1).rank() == 1 && x.rank() > 0) {
+    // Per axis (weights with per-channel scales), validated by the reference prepare above.
+    int64_t axis = ctx.attr_int("axis", 1);
+    if (axis < 0) axis += x.rank();
+    st->per_tensor = false;
+    st->dim = x.dim(axis);
+    for (int64_t d = axis + 1; d < x.rank(); ++d) st->inner *= x.dim(d);
+    for (int64_t c = 0; c < st->dim; ++c) {
+      st->scales.push_back(ctx.input(1).data<float>()[c]);
+      st->zps.push_back(ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetAsInt64(c)) : 0);
+    }
+    slot.out_layouts.assign(1, Layout::kPlain);
+    slot.state = std::move(st);
+    ctx.set_output(0, yt, x.shape());
+    return Status::Ok();
+  }
   if (!ok || !ScalarParams(ctx, 1, 2) || ctx.attr_int("block_size", 0) != 0) {
     slot.declined = true;
     return Status::Ok();
   }
-  auto st = std::make_unique<QdqState>();
   st->scale = ctx.input(1).data<float>()[0];
   st->zp = ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetAsInt64(0)) : 0;
   st->layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
@@ -895,6 +918,28 @@ void RunQdq(OpContext& ctx, NodeSlot& slot, bool quantize) {
   Tensor& y = ctx.output(0);
   const int64_t n = x.size();
   static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (!st->per_tensor) {
+    const int64_t rows = n / std::max<int64_t>(1, st->inner), inner = st->inner;
+    auto run = [&](const auto* xp) {
+      ParallelRange(rows, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, inner)),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t r = b; r < e; ++r) {
+                        const size_t c = static_cast<size_t>(r % st->dim);
+                        float* yp = y.data<float>() + r * inner;
+                        avx2 ? DequantizeAvx2(xp + r * inner, yp, inner, st->scales[c], st->zps[c])
+                             : DequantizeScalar(xp + r * inner, yp, inner, st->scales[c],
+                                                st->zps[c]);
+                      }
+                    });
+    };
+    if (x.dtype() == DType::kUint8)
+      run(x.data<uint8_t>());
+    else if (x.dtype() == DType::kInt8)
+      run(x.data<int8_t>());
+    else
+      run(x.data<int32_t>());
+    return;
+  }
   Tensor tmp;
   Tensor* out = &y;
   if (st->to_plain) {
