@@ -109,6 +109,10 @@ class GraphExecutor {
     // Constant whose output may share its `value` attribute's tensor.
     bool alias = false;
     const Tensor* constant = nullptr;
+    // cpu provider: a DequantizeLinear of initializers (QDQ weights and biases) is computed on
+    // the first run and its result shared by later runs.
+    bool fold = false;
+    std::unique_ptr<Tensor> folded;
     // cpu provider: a pattern kernel that computes this step and `absorbed` ones (host step).
     struct PatternPlan {
       std::string_view name;
@@ -377,6 +381,15 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     else if (is_const[static_cast<size_t>(st.inputs[0])])
       is_const[static_cast<size_t>(st.outputs[0])] = true;
   }
+  for (Step& st : steps_)
+    if (shared_->cpu && st.node->op_type == "DequantizeLinear" && st.node->domain.empty() &&
+        st.outputs.size() == 1 && st.outputs[0] >= 0 &&
+        !is_output_[static_cast<size_t>(st.outputs[0])]) {
+      st.fold = true;
+      for (int id : st.inputs) st.fold = st.fold && (id < 0 || is_const[static_cast<size_t>(id)]);
+      // Same data every run: kernels reading it (a float Gemm's B) may pack it once.
+      if (st.fold) is_const[static_cast<size_t>(st.outputs[0])] = true;
+    }
   nhwc_ok_.assign(nv, false);
   for (size_t v = 0; v < nv; ++v) {
     bool ok = !is_output_[v] && !sub_read[v] && !users[v].empty();
@@ -598,6 +611,17 @@ void GraphExecutor::PlanPatterns(const std::vector<int>& producer,
         plan->slot->const_inputs.push_back(v >= 0 && is_const[static_cast<size_t>(v)]);
       steps_[h].pattern = std::move(plan);
       for (size_t t : in_match) (*taken)[t] = true;
+      // A value the match reads may have its last reader before the host (QDQ patterns read
+      // the integer tensor a DequantizeLinear before them also reads): keep it until the host.
+      for (int v : m.inputs)
+        for (size_t t = 0; v >= 0 && t < h; ++t) {
+          auto& fr = steps_[t].frees;
+          auto it = std::find(fr.begin(), fr.end(), v);
+          if (it == fr.end()) continue;
+          fr.erase(it);
+          steps_[h].frees.push_back(v);
+          break;
+        }
       break;
     }
   }
@@ -726,7 +750,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
         slot.in_layouts.push_back(id < 0 ? Layout::kPlain : layouts[static_cast<size_t>(id)]);
       }
-      slot.nhwc_ok.assign(1, false);
+      slot.nhwc_ok.assign(1, nhwc_ok_[static_cast<size_t>(pp.output)]);
       slot.fusion = {};
       slot.declined = slot.fused = false;
       slot.out_layouts.clear();
@@ -741,7 +765,8 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         FERRY_RETURN_IF_ERROR(allocate_declared(ctx, &pouts));
         pp.kernel->run(ctx, slot);
         frame.values[static_cast<size_t>(pp.output)] = std::move(pouts[0]);
-        layouts[static_cast<size_t>(pp.output)] = Layout::kPlain;
+        layouts[static_cast<size_t>(pp.output)] =
+            slot.out_layouts.empty() ? Layout::kPlain : slot.out_layouts[0];
         for (size_t t : pp.absorbed) {
           skip[t] = true;
           steps_[t].provider = "fused";
@@ -750,6 +775,12 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         st.provider = "cpu (" + std::string(pp.name) + ")";
         ran = true;
       }
+    }
+    if (st.folded && cpu_on && !ran) {
+      frame.values[static_cast<size_t>(st.outputs[0])] = Value(*st.folded);  // shared
+      layouts[static_cast<size_t>(st.outputs[0])] = Layout::kPlain;
+      st.provider = "cpu (folded constant)";
+      ran = true;
     }
     if (st.constant && cpu_on && !ran && !is_output_[static_cast<size_t>(st.outputs[0])]) {
       frame.values[static_cast<size_t>(st.outputs[0])] = Value(*st.constant);  // shared
@@ -867,6 +898,11 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         if (cpu_on) layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
       }
       if (!st.cpu) st.provider = st.alias || st.constant ? "reference (cpu declined)" : "reference";
+    }
+    if (cpu_on && st.fold && !st.folded) {
+      const size_t out = static_cast<size_t>(st.outputs[0]);
+      if (frame.values[out].is_tensor() && layouts[out] == Layout::kPlain)
+        st.folded = std::make_unique<Tensor>(frame.values[out].tensor().Clone());
     }
     if (opts && opts->observer)
       for (size_t k = 0; k < st.outputs.size(); ++k)

@@ -29,8 +29,9 @@
 
 namespace ferry::ops::cpu {
 
-// How a value's elements are stored. Non-plain layouts are rank-4 float32 [N,C,H,W] of the same
-// byte size as plain (blocked layouts only when C is a multiple of the block).
+// How a value's elements are stored. Non-plain layouts are rank-4 [N,C,H,W] float32, or uint8 /
+// int8 (the int8 kernels of qconv.cc), of the same byte size as plain (blocked layouts only when
+// C is a multiple of the block).
 enum class Layout : uint8_t {
   kPlain = 0,      // row-major in the logical shape
   kNhwc = 1,       // stored [N,H,W,C] (oneDNN acdb; its AVX-512 fp32 convolutions)

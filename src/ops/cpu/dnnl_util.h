@@ -42,19 +42,38 @@ inline dnnl::memory::desc PlainDesc(const Shape& s) {
   static constexpr tag kTags[] = {tag::undef, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
   return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, kTags[s.size()]);
 }
-inline dnnl::memory::desc LayoutDesc(const Shape& s, Layout l) {
+inline dnnl::memory::desc LayoutDesc(const Shape& s, Layout l,
+                                     dnnl::memory::data_type dt = dnnl::memory::data_type::f32) {
   using tag = dnnl::memory::format_tag;
   switch (l) {
     case Layout::kNhwc:
-      return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, tag::acdb);
+      return dnnl::memory::desc(Dims(s), dt, tag::acdb);
     case Layout::kBlocked8:
-      return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, tag::aBcd8b);
+      return dnnl::memory::desc(Dims(s), dt, tag::aBcd8b);
     case Layout::kBlocked16:
-      return dnnl::memory::desc(Dims(s), dnnl::memory::data_type::f32, tag::aBcd16b);
+      return dnnl::memory::desc(Dims(s), dt, tag::aBcd16b);
     case Layout::kPlain:
       break;
   }
+  if (dt != dnnl::memory::data_type::f32) {
+    using t = dnnl::memory::format_tag;
+    static constexpr t kTags[] = {t::undef, t::a, t::ab, t::abc, t::abcd, t::abcde};
+    return dnnl::memory::desc(Dims(s), dt, kTags[s.size()]);
+  }
   return PlainDesc(s);
+}
+// oneDNN's data type for a tensor dtype the layouts support (float32, int8, uint8).
+inline dnnl::memory::data_type DnnlType(DType t) {
+  switch (t) {
+    case DType::kUint8:
+      return dnnl::memory::data_type::u8;
+    case DType::kInt8:
+      return dnnl::memory::data_type::s8;
+    case DType::kInt32:
+      return dnnl::memory::data_type::s32;
+    default:
+      return dnnl::memory::data_type::f32;
+  }
 }
 // The Layout whose descriptor equals `md` for a rank-4 tensor of shape `s` without padding
 // (blocked layouts need C to be a multiple of the block); kPlain when none.

@@ -48,7 +48,7 @@ std::vector<const KernelDef*> BuildTable() {
   const std::span<const KernelDef> families[] = {
       ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
       NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
-      ConcatKernels(), BatchNormKernels(), QMatMulKernels()};
+      ConcatKernels(), BatchNormKernels(), QMatMulKernels(), QuantKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;
@@ -64,7 +64,8 @@ std::span<const KernelDef* const> AllKernels() {
 std::span<const Pattern> AllPatterns() {
   static const std::vector<Pattern> all = [] {
     std::vector<Pattern> v;
-    for (auto fam : {NormPatterns(), QMatMulPatterns()}) v.insert(v.end(), fam.begin(), fam.end());
+    for (auto fam : {NormPatterns(), QMatMulPatterns(), QuantPatterns()})
+      v.insert(v.end(), fam.begin(), fam.end());
     return v;
   }();
   return all;
@@ -110,8 +111,9 @@ void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to) {
   }
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
-  dnnl::memory s(LayoutDesc(src.shape(), from), engine, const_cast<void*>(src.raw()));
-  dnnl::memory d(LayoutDesc(src.shape(), to), engine, dst->raw());
+  const auto dt = DnnlType(src.dtype());
+  dnnl::memory s(LayoutDesc(src.shape(), from, dt), engine, const_cast<void*>(src.raw()));
+  dnnl::memory d(LayoutDesc(src.shape(), to, dt), engine, dst->raw());
   dnnl::reorder(s, d).execute(stream, s, d);
   stream.wait();
 }
