@@ -176,8 +176,9 @@ double Pp(int64_t num, int64_t den) {
 }
 
 constexpr const char* kLatencyNote =
-    "engine defaults (cpu provider); static QDQ Conv, Add and MaxPool run as int8 kernels, other "
-    "quantized ops as DequantizeLinear -> float op -> QuantizeLinear (cpu or reference kernels)";
+    "engine defaults (cpu provider); static QDQ Conv, Add and MaxPool and the dynamic "
+    "MatMulInteger chain run as int8 kernels, other quantized ops as DequantizeLinear -> float op "
+    "-> QuantizeLinear (cpu or reference kernels)";
 
 struct Latency {
   std::string input;  // what was fed
@@ -445,7 +446,7 @@ double P50(std::vector<double> v) {
 }
 
 // p50 of `runs` timed runs (after one first run and 2 warm-up runs) of IN and OUT on the first
-// evaluation sample (batch 1), engine defaults (provider cpu; Q/DQ on the reference kernels).
+// evaluation sample (batch 1), engine defaults (provider cpu, see kLatencyNote).
 Result<Latency> MeasureLatency(const Options& o) {
   Latency lat;
   lat.runs = o.latency_runs;
