@@ -4,6 +4,8 @@
 // MACs, i.e. effective GFLOP/s). Arguments: threads; the provider is the default (cpu) unless
 // FERRY_PROVIDER=reference. The 3x3 stride-1 shapes run once per algorithm (auto = the cpu
 // provider's rule, direct = oneDNN, winograd2 / winograd4 = F(2x2,3x3) / F(4x4,3x3)).
+#include <immintrin.h>
+
 #include <cstdlib>
 #include <random>
 
@@ -142,6 +144,53 @@ MATMUL(bert_ffn1_128x256x2048, 1, 128, 256, 2048, true);
 MATMUL(bert_ffn2_128x1024x256, 1, 128, 1024, 256, true);
 MATMUL(bert_ffn2_128x2048x256, 1, 128, 2048, 256, true);
 MATMUL(bert_scores_4x128x64x128, 4, 128, 64, 128, false);
+// The machine's sgemm peak, for "% of peak": a large square sgemm (oneDNN) through the same path,
+MATMUL(sgemm_peak_1024x1024x1024, 1, 1024, 1024, 1024, true);
+
+// and the FMA bound: independent FMA chains on the widest vectors the CPU has (AVX-512: 16 lanes,
+// else AVX2: 8), single thread; GFLOP/s = 2 x lanes x FMAs per second.
+constexpr int kChains = 12;
+
+__attribute__((target("avx512f,avx2,fma"), noinline)) double FmaLoop512(int64_t iters) {
+  __m512 a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm512_set1_ps(1.f + 1e-7f * static_cast<float>(i));
+  const __m512 b = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-9f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i) a[i] = _mm512_fmadd_ps(a[i], b, c);
+  }
+  __m512 s = a[0];
+  for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, a[i]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0];
+}
+
+__attribute__((target("avx2,fma"), noinline)) double FmaLoop256(int64_t iters) {
+  __m256 a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm256_set1_ps(1.f + 1e-7f * static_cast<float>(i));
+  const __m256 b = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-9f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
+  }
+  __m256 s = a[0];
+  for (int i = 1; i < kChains; ++i) s = _mm256_add_ps(s, a[i]);
+  alignas(32) float out[8];
+  _mm256_store_ps(out, s);
+  return out[0];
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  const bool wide = __builtin_cpu_supports("avx512f");
+  const int64_t iters = 1 << 20;
+  for (auto _ : state) benchmark::DoNotOptimize(wide ? FmaLoop512(iters) : FmaLoop256(iters));
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * (wide ? 16 : 8) * kChains * static_cast<double>(iters * state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+  state.SetLabel(wide ? "avx512" : "avx2");
+}
+BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ferry

@@ -43,7 +43,7 @@ TEST(CpuCnnEltwise, HardSigmoidHardSwishPlain) {
 // result (so the chain may stay channel-blocked).
 TEST(CpuCnnEltwise, PerChannelBroadcastInEveryLayout) {
   uint32_t seed = 950;
-  for (int64_t ch : {8, 16, 13}) {
+  for (int64_t ch : {8, 16, 13, 136}) {  // 136: two 64-channel blocks + a tail (NHWC sums)
     for (int64_t n : {1, 2}) {
       SCOPED_TRACE("channels " + std::to_string(ch) + " batch " + std::to_string(n));
       GraphBuilder b;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -134,23 +135,42 @@ struct Shape4 {
   bool bias;
 };
 
-class WinogradConv : public ::testing::TestWithParam<ConvAlgo> {
+// Parameter: the tile size and the GEMM ISA (AVX2 everywhere, AVX-512 where the CPU has it). The
+// ISA also picks the output layout (nChw8c with AVX2, NHWC with AVX-512), so both layouts'
+// direct read and write paths run on an AVX-512 machine.
+class WinogradConv : public ::testing::TestWithParam<std::tuple<ConvAlgo, bool>> {
  protected:
   void SetUp() override {
     if (!ops::cpu::WinogradSupported()) GTEST_SKIP() << "no AVX2/FMA: Winograd is not used";
+    if (std::get<1>(GetParam()) && !__builtin_cpu_supports("avx512f"))
+      GTEST_SKIP() << "no AVX-512F";
+    ops::cpu::SetWinogradAvx512(std::get<1>(GetParam()) ? 1 : 0);
   }
+  void TearDown() override { ops::cpu::SetWinogradAvx512(-1); }
+  static ConvAlgo Algo() { return std::get<0>(GetParam()); }
 };
 
 // One Conv node: plain input and output, every shape class.
 TEST_P(WinogradConv, SingleConvMatchesReference) {
   const Shape4 cases[] = {
-      {1, 1, 1, 1, 1, {1, 1, 1, 1}, true},     {1, 3, 2, 2, 5, {1, 1, 1, 1}, false},
-      {1, 13, 5, 5, 13, {1, 1, 1, 1}, true},   {3, 13, 7, 7, 3, {1, 1, 1, 1}, true},
-      {1, 3, 13, 13, 127, {1, 1, 1, 1}, true}, {1, 127, 13, 13, 1, {0, 0, 0, 0}, true},
-      {1, 64, 7, 7, 64, {1, 1, 1, 1}, true},   {3, 64, 13, 5, 16, {0, 1, 2, 1}, true},
-      {1, 8, 5, 7, 24, {2, 2, 2, 2}, false},   {1, 16, 56, 56, 8, {1, 1, 1, 1}, true},
-      {1, 5, 3, 3, 7, {0, 0, 0, 0}, true},     {1, 127, 7, 13, 64, {1, 0, 0, 1}, true},
-      {3, 7, 1, 2, 9, {1, 1, 1, 1}, true},     {1, 64, 56, 56, 64, {1, 1, 1, 1}, true},
+      {1, 1, 1, 1, 1, {1, 1, 1, 1}, true},
+      {1, 3, 2, 2, 5, {1, 1, 1, 1}, false},
+      {1, 13, 5, 5, 13, {1, 1, 1, 1}, true},
+      {3, 13, 7, 7, 3, {1, 1, 1, 1}, true},
+      {1, 3, 13, 13, 127, {1, 1, 1, 1}, true},
+      {1, 127, 13, 13, 1, {0, 0, 0, 0}, true},
+      {1, 64, 7, 7, 64, {1, 1, 1, 1}, true},
+      {3, 64, 13, 5, 16, {0, 1, 2, 1}, true},
+      {1, 8, 5, 7, 24, {2, 2, 2, 2}, false},
+      {1, 16, 56, 56, 8, {1, 1, 1, 1}, true},
+      {1, 5, 3, 3, 7, {0, 0, 0, 0}, true},
+      {1, 127, 7, 13, 64, {1, 0, 0, 1}, true},
+      {3, 7, 1, 2, 9, {1, 1, 1, 1}, true},
+      {1, 64, 56, 56, 64, {1, 1, 1, 1}, true},
+      // 3 panels of 16 output channels (an AVX-512 step with one panel after a pair), tile
+      // counts around multiples of the 14-row AVX-512 step.
+      {1, 24, 20, 20, 48, {1, 1, 1, 1}, true},
+      {2, 40, 27, 29, 80, {1, 1, 1, 1}, true},
   };
   uint32_t seed = 1000;
   for (const Shape4& s : cases) {
@@ -164,9 +184,9 @@ TEST_P(WinogradConv, SingleConvMatchesReference) {
     md.Conv3x3("x", "w", s.bias ? "b" : "", "y", s.pads);
     md.m->graph.outputs.push_back({"y", {}, ""});
     uint64_t runs = 0;
-    Diff d = Compare(md, GetParam(), &runs);
+    Diff d = Compare(md, Algo(), &runs);
     EXPECT_EQ(runs, 2u);
-    EXPECT_LE(d.rel(), Tolerance(GetParam())) << "max abs diff " << d.worst << " scale " << d.scale;
+    EXPECT_LE(d.rel(), Tolerance(Algo())) << "max abs diff " << d.worst << " scale " << d.scale;
   }
 }
 
@@ -210,9 +230,9 @@ TEST_P(WinogradConv, FusedResidualBlocksMatchReference) {
     md.m->graph.outputs.push_back({"y", {}, ""});
     uint64_t runs = 0;
     const int threads = static_cast<int>(&bc - cases) % 2 + 1;  // 1 and 2 threads
-    Diff d = Compare(md, GetParam(), &runs, threads);
+    Diff d = Compare(md, Algo(), &runs, threads);
     EXPECT_EQ(runs, 4u);  // two 3x3 convs, two runs
-    EXPECT_LE(d.rel(), Tolerance(GetParam())) << "max abs diff " << d.worst << " scale " << d.scale;
+    EXPECT_LE(d.rel(), Tolerance(Algo())) << "max abs diff " << d.worst << " scale " << d.scale;
   }
 }
 
@@ -224,7 +244,7 @@ TEST_P(WinogradConv, NonConstantWeightsAreTransformedEveryRun) {
   md.Const("b", Rand({16}, 3002));
   md.Conv3x3("x", "w", "b", "y", {1, 1, 1, 1});
   md.m->graph.outputs.push_back({"y", {}, ""});
-  ForceAlgo force(GetParam());
+  ForceAlgo force(Algo());
   SessionOptions ro;
   ro.provider = "reference";
   auto ref = Session::Create(md.m, ro);
@@ -243,16 +263,43 @@ TEST_P(WinogradConv, NonConstantWeightsAreTransformedEveryRun) {
       worst = std::max(worst, std::fabs(g.GetAsDouble(i) - w.GetAsDouble(i)));
       scale = std::max(scale, std::fabs(w.GetAsDouble(i)));
     }
-    EXPECT_LE(worst / scale, Tolerance(GetParam())) << "seed " << seed;
+    EXPECT_LE(worst / scale, Tolerance(Algo())) << "seed " << seed;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, WinogradConv,
-                         ::testing::Values(ConvAlgo::kWinograd2, ConvAlgo::kWinograd4),
-                         [](const ::testing::TestParamInfo<ConvAlgo>& i) {
-                           return i.param == ConvAlgo::kWinograd2 ? std::string("F2x2_3x3")
-                                                                  : std::string("F4x4_3x3");
-                         });
+// Inputs produced by oneDNN convolutions (in its layout: NHWC or nChw8c/16c, channel counts
+// that are and are not multiples of 8), read directly or repacked.
+TEST_P(WinogradConv, ReadsOneDnnOutputs) {
+  uint32_t seed = 4000;
+  for (int64_t mid : {13, 24, 64}) {
+    SCOPED_TRACE(::testing::Message() << "mid=" << mid);
+    Model md;
+    md.Input("x", Rand({1, 5, 11, 12}, seed++));
+    md.Const("w1", Rand({mid, 5, 1, 1}, seed++));
+    md.Const("w2", Rand({32, mid, 3, 3}, seed++, -0.3f, 0.3f));
+    md.Const("b2", Rand({32}, seed++));
+    md.Const("w3", Rand({16, 32, 1, 1}, seed++));
+    md.Node("Conv", {"x", "w1"}, {"c1"});
+    md.Node("Relu", {"c1"}, {"r1"});
+    md.Conv3x3("r1", "w2", "b2", "c2", {1, 1, 1, 1});
+    md.Node("Relu", {"c2"}, {"r2"});
+    md.Node("Conv", {"r2", "w3"}, {"y"});
+    md.m->graph.outputs.push_back({"y", {}, ""});
+    uint64_t runs = 0;
+    Diff d = Compare(md, Algo(), &runs);
+    EXPECT_EQ(runs, 2u);
+    EXPECT_LE(d.rel(), Tolerance(Algo())) << "max abs diff " << d.worst << " scale " << d.scale;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiles, WinogradConv,
+    ::testing::Combine(::testing::Values(ConvAlgo::kWinograd2, ConvAlgo::kWinograd4),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<ConvAlgo, bool>>& i) {
+      return std::string(std::get<0>(i.param) == ConvAlgo::kWinograd2 ? "F2x2_3x3" : "F4x4_3x3") +
+             (std::get<1>(i.param) ? "_avx512" : "_avx2");
+    });
 
 // The rule never picks Winograd for shapes it cannot run, and the override is honoured.
 TEST(WinogradRule, PicksAnAlgorithmPerShape) {

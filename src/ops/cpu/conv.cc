@@ -157,7 +157,11 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       ConvAlgo algo = ConvAlgoOverride();
       if (algo == ConvAlgo::kAuto) algo = ChooseConvAlgo(ws);
       if (algo == ConvAlgo::kWinograd2 || algo == ConvAlgo::kWinograd4) {
-        fresh->out_layout = nhwc_ok && ws.k % 8 == 0 ? Layout::kBlocked8 : Layout::kPlain;
+        // The layout oneDNN's convolutions use on this CPU (NHWC with AVX-512, nChw8c with
+        // AVX2), so the layers around need no reorder.
+        fresh->out_layout = !nhwc_ok || ws.k % 8 != 0 ? Layout::kPlain
+                            : WinogradAvx512()        ? Layout::kNhwc
+                                                      : Layout::kBlocked8;
         Fusion wf = fuse ? f : Fusion{};
         if (wf.act == Fusion::Act::kSwish || wf.act == Fusion::Act::kHardSwish) {
           fresh->wino_act = true;

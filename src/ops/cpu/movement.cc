@@ -1,4 +1,4 @@
-// cpu kernels: Transpose and Slice (any fixed-size dtype) as one strided copy.
+// cpu kernels: Transpose and Slice (any fixed-size dtype) as one strided copy; Pad with zero pads.
 //
 // Both describe the output as dims with, per dim, the input element stride (Transpose: the
 // permuted input strides; Slice: step x input stride, starting at the first selected element).
@@ -214,9 +214,61 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
   return Install(ctx, slot, std::move(st));
 }
 
+// Pad whose pads are all zero (torch exports one before DenseNet's AveragePool transitions): a
+// copy in the input's layout (plain, NHWC, or channel-blocked with C a multiple of the block: the
+// layouts that hold exactly the logical elements), so the activations of the convolutions around
+// need no conversion to plain and back; any other Pad declines.
+struct PadState : KernelState {
+  size_t bytes = 0;
+};
+
+Status PreparePad(OpContext& ctx, NodeSlot& slot) {
+  const Layout in = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  // Blocked layouts hold exactly the logical elements when C is a multiple of the block.
+  const int64_t blk = in == Layout::kBlocked8 ? 8 : in == Layout::kBlocked16 ? 16 : 1;
+  if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() == DType::kString ||
+      (blk > 1 && (ctx.input(0).rank() < 2 || ctx.input(0).dim(1) % blk != 0))) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
+  std::vector<int64_t> pads;
+  if (ctx.opset() < 11) {
+    pads = ctx.attr_ints("pads");
+  } else if (ctx.has_input(1) && ctx.input_is_tensor(1)) {
+    pads = ctx.input(1).ToInt64Vector();
+  }
+  const Tensor& x = ctx.input(0);
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; }) ||
+      decl[0].shape != x.shape()) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto st = std::make_unique<PadState>();
+  st->bytes = x.nbytes();
+  ctx.set_output(0, x.dtype(), x.shape());
+  slot.out_layouts.assign(1, in);
+  slot.state = std::move(st);
+  return Status::Ok();
+}
+
+void RunPad(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const PadState*>(slot.state.get());
+  const auto* src = static_cast<const std::byte*>(ctx.input(0).raw());
+  auto* dst = static_cast<std::byte*>(ctx.output(0).raw());
+  if (st->bytes == 0 || src == dst) return;
+  const int64_t chunks = static_cast<int64_t>((st->bytes + 4095) / 4096);
+  ParallelRange(chunks, kParallelMinBytes / 4096, [&](int64_t b, int64_t e) {
+    const size_t lo = static_cast<size_t>(b) * 4096;
+    const size_t hi = std::min(st->bytes, static_cast<size_t>(e) * 4096);
+    std::memcpy(dst + lo, src + lo, hi - lo);
+  });
+}
+
 constexpr KernelDef kKernels[] = {
     {"", "Transpose", 1, 1000, nullptr, 0, 0, PrepareTranspose, RunCopy},
     {"", "Slice", 1, 1000, nullptr, 0, 0, PrepareSlice, RunCopy},
+    {"", "Pad", 2, 1000, nullptr, 1, 0, PreparePad, RunPad},
 };
 
 }  // namespace

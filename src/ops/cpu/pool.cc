@@ -123,6 +123,32 @@ Status PrepareGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
   return Status::Ok();
 }
 
+// Per-channel sums of one NHWC image, db[ch] = sum over p of s[p * c + ch], pixels in order (the
+// same additions as a plain loop): 64 channels at a time held in registers across all pixels.
+// Compiled for AVX-512, AVX2 and the baseline, picked at load time (GCC target_clones).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void SumPixelsNhwc(const float* s,
+                                                                                int64_t hw,
+                                                                                int64_t c,
+                                                                                float* db) {
+  constexpr int64_t kW = 64;
+  int64_t ch0 = 0;
+  for (; ch0 + kW <= c; ch0 += kW) {
+    float acc[kW] = {};
+    for (int64_t p = 0; p < hw; ++p) {
+      const float* sp = s + p * c + ch0;
+#pragma GCC unroll 64
+      for (int64_t j = 0; j < kW; ++j) acc[j] += sp[j];
+    }
+    for (int64_t j = 0; j < kW; ++j) db[ch0 + j] = acc[j];
+  }
+  if (ch0 == c) return;
+  for (int64_t ch = ch0; ch < c; ++ch) db[ch] = 0.f;
+  for (int64_t p = 0; p < hw; ++p) {
+    const float* sp = s + p * c;
+    for (int64_t ch = ch0; ch < c; ++ch) db[ch] += sp[ch];
+  }
+}
+
 void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
   const Tensor& x = ctx.input(0);
   const int64_t n = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
@@ -147,11 +173,7 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
   if (in == Layout::kNhwc) {
     for (int64_t b = 0; b < n; ++b) {
       float* db = d + b * c;
-      std::memset(db, 0, static_cast<size_t>(c) * sizeof(float));
-      for (int64_t p = 0; p < hw; ++p) {
-        const float* sp = s + (b * hw + p) * c;
-        for (int64_t ch = 0; ch < c; ++ch) db[ch] += sp[ch];
-      }
+      SumPixelsNhwc(s + b * hw * c, hw, c, db);
       for (int64_t ch = 0; ch < c; ++ch) db[ch] *= inv;
     }
     return;

@@ -20,11 +20,13 @@
 #include <cstring>
 #include <limits>
 #include <string_view>
+#include <utility>
 
 #include "ops/cpu/dnnl_util.h"
 
 #define FERRY_AVX2 __attribute__((target("avx2,fma")))
 #define FERRY_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#define FERRY_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 namespace ferry::ops::cpu {
 
@@ -32,6 +34,7 @@ namespace {
 
 std::atomic<int> g_override{-1};  // -1: not set (use the environment, then the rule)
 std::atomic<uint64_t> g_runs{0};
+std::atomic<int> g_gemm_isa{-1};  // -1: not set (the CPU decides); 0: AVX2; 1: AVX-512
 
 constexpr int64_t kGemmRows = 6;   // tiles per GEMM step
 constexpr int64_t kGemmCols = 16;  // output channels per GEMM step (two AVX registers)
@@ -99,17 +102,17 @@ struct Tr<4> {
   }
 };
 
-// V = B^T d B for one tile of 8 channels: d rows `rs` floats apart (8 floats per pixel); the
-// A*A results go to dst + p * ps.
+// V = B^T d B for one tile of 8 channels: d rows `rs` floats apart, pixels `xs` floats apart
+// (8 in nChw8c, C in NHWC); the A*A results go to dst + p * ps.
 template <int M>
-FERRY_AVX2 void InputTile(const float* src, int64_t rs, float* dst, int64_t ps) {
+FERRY_AVX2 void InputTile(const float* src, int64_t rs, int64_t xs, float* dst, int64_t ps) {
   constexpr int A = M + 2;
   __m256 t[A][A];
 #pragma GCC unroll 8
   for (int j = 0; j < A; ++j) {
     __m256 d[A], r[A];
 #pragma GCC unroll 8
-    for (int i = 0; i < A; ++i) d[i] = _mm256_loadu_ps(src + i * rs + j * 8);
+    for (int i = 0; i < A; ++i) d[i] = _mm256_loadu_ps(src + i * rs + j * xs);
     Tr<M>::In(d, r);
 #pragma GCC unroll 8
     for (int i = 0; i < A; ++i) t[i][j] = r[i];
@@ -169,12 +172,15 @@ FERRY_AVX2 void GemmStep(const float* v, int64_t vs, const float* u, int64_t c, 
 struct RunArgs {
   const WinogradShape* s;
   int64_t cp, kp, th, tw, t;
-  const float* x;     // nChw8c, cp channels
-  const float* u;     // transformed weights
-  const float* bias;  // kp floats
-  const float* res;   // residual (fusion.sum) or null
-  float* v;           // [A*A][t][cp]
-  float* m;           // [A*A][t][kp]
+  const float* x;                     // nChw8c (cp channels) or NHWC (C a multiple of 8)
+  int64_t x_img, x_cb, x_row, x_pix;  // x strides: image, 8-channel block, row, pixel
+  int64_t y_img, y_cb, y_row, y_pix;  // the same for y and the residual (fast output path)
+  bool y_fast;                        // y (and the residual) nChw8c or NHWC with K % 8 == 0
+  const float* u;                     // transformed weights
+  const float* bias;                  // kp floats
+  const float* res;                   // residual (fusion.sum) or null
+  float* v;                           // [A*A][t][cp]
+  float* m;                           // [A*A][t][kp]
   float* y;
   Layout out, res_layout;
   float lo, hi;  // activation bounds (-inf, inf: none)
@@ -191,10 +197,10 @@ FERRY_AVX2 void InputItems(const RunArgs& a, int64_t b, int64_t e) {
     const int64_t t = item / cb_n, cb = item % cb_n;
     const int64_t n = t / per_image, ty = t % per_image / a.tw, tx = t % a.tw;
     const int64_t iy0 = ty * M - s.pad_t, ix0 = tx * M - s.pad_l;
-    const float* plane = a.x + (n * cb_n + cb) * s.h * s.w * 8;
+    const float* plane = a.x + n * a.x_img + cb * a.x_cb;
     float* dst = a.v + t * a.cp + cb * 8;
     if (iy0 >= 0 && ix0 >= 0 && iy0 + A <= s.h && ix0 + A <= s.w) {
-      InputTile<M>(plane + (iy0 * s.w + ix0) * 8, s.w * 8, dst, a.t * a.cp);
+      InputTile<M>(plane + iy0 * a.x_row + ix0 * a.x_pix, a.x_row, a.x_pix, dst, a.t * a.cp);
       continue;
     }
     std::memset(buf, 0, sizeof(buf));
@@ -202,11 +208,11 @@ FERRY_AVX2 void InputItems(const RunArgs& a, int64_t b, int64_t e) {
       const int64_t iy = iy0 + i;
       if (iy < 0 || iy >= s.h) continue;
       const int64_t j0 = std::max<int64_t>(0, -ix0), j1 = std::min<int64_t>(A, s.w - ix0);
-      if (j0 < j1)
-        std::memcpy(buf + (i * A + j0) * 8, plane + (iy * s.w + ix0 + j0) * 8,
-                    static_cast<size_t>(j1 - j0) * 8 * sizeof(float));
+      for (int64_t j = j0; j < j1; ++j)
+        std::memcpy(buf + (i * A + j) * 8, plane + iy * a.x_row + (ix0 + j) * a.x_pix,
+                    8 * sizeof(float));
     }
-    InputTile<M>(buf, A * 8, dst, a.t * a.cp);
+    InputTile<M>(buf, A * 8, 8, dst, a.t * a.cp);
   }
 }
 
@@ -245,6 +251,69 @@ FERRY_AVX2 void GemmItems(const RunArgs& a, int64_t b, int64_t e) {
   }
 }
 
+// AVX-512: out[r][0..16P) = sum_i v[r * vs + i] * u[p * us + i * 16 + 0..16) for r < R, p < P
+// (R tiles, P panels of 16 output channels, one register each: R * P accumulators).
+template <int R, int P>
+FERRY_AVX512 void GemmStep512(const float* v, int64_t vs, const float* u, int64_t us, int64_t c,
+                              float* out, int64_t os) {
+  __m512 acc[P][R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) acc[p][r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < c; ++i) {
+    __m512 w[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) w[p] = _mm512_loadu_ps(u + p * us + i * 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 b = _mm512_set1_ps(v[r * vs + i]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) acc[p][r] = _mm512_fmadd_ps(b, w[p], acc[p][r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) _mm512_storeu_ps(out + r * os + p * 16, acc[p][r]);
+}
+
+constexpr int kRows512 = 14;  // tiles per AVX-512 GEMM step (x 2 panels: 28 accumulators)
+
+template <int P, int... R>
+FERRY_AVX512 void GemmTail512(int rows, const float* v, int64_t vs, const float* u, int64_t us,
+                              int64_t c, float* out, int64_t os, std::integer_sequence<int, R...>) {
+  // rows in [1, kRows512): the step with exactly that many rows.
+  ((rows == R + 1 ? GemmStep512<R + 1, P>(v, vs, u, us, c, out, os) : void()), ...);
+}
+
+// AVX-512 GEMM of work items [b, e) (item = position * ceil(K/32) + pair of 16-channel panels).
+FERRY_AVX512 void GemmItems512(const RunArgs& a, int64_t b, int64_t e) {
+  const int64_t kb_n = a.kp / kGemmCols, pairs = (kb_n + 1) / 2, us = a.cp * kGemmCols;
+  for (int64_t item = b; item < e; ++item) {
+    const int64_t p = item / pairs, kb = item % pairs * 2;
+    const bool two = kb + 1 < kb_n;
+    const float* vp = a.v + p * a.t * a.cp;
+    const float* up = a.u + (p * kb_n + kb) * us;
+    float* mp = a.m + p * a.t * a.kp + kb * kGemmCols;
+    int64_t t = 0;
+    for (; t + kRows512 <= a.t; t += kRows512) {
+      if (two)
+        GemmStep512<kRows512, 2>(vp + t * a.cp, a.cp, up, us, a.cp, mp + t * a.kp, a.kp);
+      else
+        GemmStep512<kRows512, 1>(vp + t * a.cp, a.cp, up, us, a.cp, mp + t * a.kp, a.kp);
+    }
+    const int rows = static_cast<int>(a.t - t);
+    if (rows == 0) continue;
+    if (two)
+      GemmTail512<2>(rows, vp + t * a.cp, a.cp, up, us, a.cp, mp + t * a.kp, a.kp,
+                     std::make_integer_sequence<int, kRows512 - 1>{});
+    else
+      GemmTail512<1>(rows, vp + t * a.cp, a.cp, up, us, a.cp, mp + t * a.kp, a.kp,
+                     std::make_integer_sequence<int, kRows512 - 1>{});
+  }
+}
+
 // bias + residual, activation, store: one output pixel of 8 channels in nChw8c.
 FERRY_AVX2_INLINE void Put(__m256 val, __m256 bias, const float* res, __m256 lo, __m256 hi,
                            float* y) {
@@ -259,8 +328,8 @@ FERRY_AVX2_INLINE void Put(__m256 val, __m256 bias, const float* res, __m256 lo,
 template <int M>
 FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
   const WinogradShape& s = *a.s;
-  const int64_t kb_n = (s.k + 7) / 8, per_image = a.th * a.tw, plane = s.oh * s.ow;
-  const bool fast = a.out == Layout::kBlocked8 && (!a.res || a.res_layout == Layout::kBlocked8);
+  const int64_t kb_n = (s.k + 7) / 8, per_image = a.th * a.tw;
+  const bool fast = a.y_fast;
   const __m256 lo = _mm256_set1_ps(a.lo), hi = _mm256_set1_ps(a.hi);
   alignas(32) float tmp[M * M * 8];
   for (int64_t item = b; item < e; ++item) {
@@ -272,7 +341,7 @@ FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
     OutputTile<M>(a.m + t * a.kp + kb * 8, a.t * a.kp, o);
     const __m256 bias = _mm256_loadu_ps(a.bias + kb * 8);
     if (fast) {
-      const int64_t base = ((n * kb_n + kb) * plane + oy0 * s.ow + ox0) * 8;
+      const int64_t base = n * a.y_img + kb * a.y_cb + oy0 * a.y_row + ox0 * a.y_pix;
       float* yb = a.y + base;
       const float* rb = a.res ? a.res + base : nullptr;
       if (ny == M && nx == M) {
@@ -280,13 +349,13 @@ FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
         for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
           for (int j = 0; j < M; ++j) {
-            const int64_t off = (i * s.ow + j) * 8;
+            const int64_t off = i * a.y_row + j * a.y_pix;
             Put(o[i][j], bias, rb ? rb + off : nullptr, lo, hi, yb + off);
           }
       } else {
         for (int64_t i = 0; i < ny; ++i)
           for (int64_t j = 0; j < nx; ++j) {
-            const int64_t off = (i * s.ow + j) * 8;
+            const int64_t off = i * a.y_row + j * a.y_pix;
             Put(o[i][j], bias, rb ? rb + off : nullptr, lo, hi, yb + off);
           }
       }
@@ -352,21 +421,30 @@ void ForChunks(int64_t n, F&& fn) {
 // The three phases in one OpenMP region (a barrier between them).
 template <int M>
 void RunPhases(const RunArgs& a) {
-  const int64_t n_in = a.t * (a.cp / 8), n_gemm = (M + 2) * (M + 2) * (a.kp / kGemmCols),
+  const bool wide = WinogradAvx512();
+  const int64_t kb_n = a.kp / kGemmCols;
+  const int64_t n_in = a.t * (a.cp / 8),
+                n_gemm = (M + 2) * (M + 2) * (wide ? (kb_n + 1) / 2 : kb_n),
                 n_out = a.t * ((a.s->k + 7) / 8);
+  auto gemm = [&](int64_t b, int64_t e) {
+    if (wide)
+      GemmItems512(a, b, e);
+    else
+      GemmItems(a, b, e);
+  };
 #ifdef _OPENMP
   if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
 #pragma omp parallel
     {
       ForChunks(n_in, [&](int64_t b, int64_t e) { InputItems<M>(a, b, e); });
-      ForChunks(n_gemm, [&](int64_t b, int64_t e) { GemmItems(a, b, e); });
+      ForChunks(n_gemm, gemm);
       ForChunks(n_out, [&](int64_t b, int64_t e) { OutputItems<M>(a, b, e); });
     }
     return;
   }
 #endif
   InputItems<M>(a, 0, n_in);
-  GemmItems(a, 0, n_gemm);
+  gemm(0, n_gemm);
   OutputItems<M>(a, 0, n_out);
 }
 
@@ -427,6 +505,20 @@ uint64_t WinogradRuns() {
   return g_runs.load();
 }
 
+void SetWinogradAvx512(int on) {
+  g_gemm_isa.store(on);
+}
+
+bool WinogradAvx512() {
+  static const bool cpu = [] {
+    if (!__builtin_cpu_supports("avx512f")) return false;
+    const char* e = std::getenv("FERRY_WINOGRAD_ISA");
+    return !(e && std::string_view(e) == "avx2");
+  }();
+  const int forced = g_gemm_isa.load(std::memory_order_relaxed);
+  return forced < 0 ? cpu : (forced == 1 && __builtin_cpu_supports("avx512f"));
+}
+
 bool WinogradSupported() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok;
@@ -439,11 +531,11 @@ ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
   // transformed weights (36 x C x K) are 4x the direct ones and stream from memory once per run,
   // shared by fewer tiles on small images (ResNet-18's 14x14 and 7x7 layers: F(2x2)).
   if (s.c < 16 || s.k < 16 || s.oh < 2 || s.ow < 2) return ConvAlgo::kDirect;
-  // On AVX-512 CPUs oneDNN's direct convolution is 16 lanes wide and this Winograd only 8:
-  // ResNet-18 at 1 thread on a Xeon with AVX-512 runs 27.5 ms direct vs 31.5 ms with the rule
-  // below (F(4x4) everywhere 32.6), at 2 threads 14-17 vs 18-23 ms (bench/README.md).
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  if (avx512) return ConvAlgo::kDirect;
+  // With AVX-512 (the GEMM 16 lanes wide, NHWC in and out; ferry_micro, 1 thread, Xeon, CPU
+  // time per conv, direct / Winograd): 56x56 1.65 / 1.05 ms (F(4x4)), 28x28 1.63 / 0.79 (F(4x4)),
+  // 14x14 1.71 / 1.14 (F(2x2)), 7x7 2.68 / 2.88 (F(2x2)): the 7x7 layers stay direct (oneDNN's
+  // 16-lane kernel; the transformed weights stream from memory for only 16 tiles).
+  if (WinogradAvx512() && s.oh * s.ow < 100) return ConvAlgo::kDirect;
   return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
 }
 
@@ -465,12 +557,16 @@ WinogradConv::WinogradConv(const WinogradShape& s, int tile, Layout in, Layout o
     off += Align64(bytes);
     return at;
   };
-  off_x_ = take(in_ == Layout::kBlocked8 ? 0 : sizeof(float) * s.n * cp_ * s.h * s.w);
+  off_x_ = take(DirectInput() ? 0 : sizeof(float) * s.n * cp_ * s.h * s.w);
   off_v_ = take(sizeof(float) * positions * t_ * cp_);
   off_m_ = take(sizeof(float) * positions * t_ * kp_);
   off_r_ = take(fusion_.sum && res_ != out_ ? sizeof(float) * s.n * s.k * s.oh * s.ow : 0);
   off_b_ = take(sizeof(float) * kp_);
   total_ = off;
+}
+
+bool WinogradConv::DirectInput() const {
+  return in_ == Layout::kBlocked8 || (in_ == Layout::kNhwc && s_.c % 8 == 0);
 }
 
 size_t WinogradConv::scratch_bytes() const {
@@ -510,9 +606,34 @@ void WinogradConv::Run(const float* x, const float* bias, const float* res, floa
   a.y = y;
   a.out = out_;
   a.res_layout = res_;
+  const bool res_ok = !fusion_.sum || res_ == out_;
+  if (out_ == Layout::kNhwc && s.k % 8 == 0 && res_ok) {
+    a.y_fast = true;
+    a.y_img = s.oh * s.ow * s.k;
+    a.y_cb = 8;
+    a.y_row = s.ow * s.k;
+    a.y_pix = s.k;
+  } else {
+    a.y_fast = out_ == Layout::kBlocked8 && res_ok;
+    a.y_img = RoundUp(s.k, 8) * s.oh * s.ow;
+    a.y_cb = s.oh * s.ow * 8;
+    a.y_row = s.ow * 8;
+    a.y_pix = 8;
+  }
   // Input: nChw8c with C rounded up to 8 (zeros in the padding channels).
   a.x = x;
-  if (in_ != Layout::kBlocked8) {
+  if (in_ == Layout::kNhwc && s.c % 8 == 0) {
+    a.x_img = s.h * s.w * s.c;
+    a.x_cb = 8;
+    a.x_row = s.w * s.c;
+    a.x_pix = s.c;
+  } else {
+    a.x_img = cp_ * s.h * s.w;
+    a.x_cb = s.h * s.w * 8;
+    a.x_row = s.w * 8;
+    a.x_pix = 8;
+  }
+  if (!DirectInput()) {
     auto* xb = reinterpret_cast<float*>(sb + off_x_);
     const int64_t cb_n = cp_ / 8;
     ParallelRange(s.n * cb_n * s.h, 16, [&](int64_t b, int64_t e) {

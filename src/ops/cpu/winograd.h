@@ -35,6 +35,11 @@ ConvAlgo ConvAlgoOverride();
 uint64_t WinogradRuns();
 // AVX2 and FMA are available (the only build of these kernels).
 bool WinogradSupported();
+// Whether the Winograd GEMM runs its AVX-512 kernel (CPU has AVX-512F, unless
+// FERRY_WINOGRAD_ISA=avx2). SetWinogradAvx512(0) forces AVX2, 1 AVX-512 where the CPU has it,
+// -1 back to the default (tests).
+bool WinogradAvx512();
+void SetWinogradAvx512(int on);
 
 struct WinogradShape {
   int64_t n = 0, c = 0, h = 0, w = 0;  // input [N, C, H, W]
@@ -62,6 +67,8 @@ class WinogradConv {
   int tile() const { return m_; }
 
  private:
+  bool DirectInput() const;  // x read as it is (nChw8c, or NHWC with C % 8 == 0), not repacked
+
   WinogradShape s_;
   int m_, a_;              // output tile side, input tile side (m + 2)
   int64_t cp_, kp_;        // C rounded up to 8, K rounded up to 16
