@@ -55,6 +55,19 @@ bool IsOp(const GraphView& g, size_t s, std::string_view op) {
   return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
 }
 
+// The patterns' host is the op itself or the DequantizeLinear feeding it (then its only
+// reader): the op's step, or false.
+bool OpAtHost(const GraphView& g, size_t host, std::string_view op, size_t* at) {
+  *at = host;
+  if (IsOp(g, host, "DequantizeLinear")) {
+    const std::vector<size_t> r = g.readers(g.output(host, 0));
+    if (r.size() != 1 || !IsOp(g, r[0], op)) return false;
+    *at = r[0];
+    return true;
+  }
+  return IsOp(g, host, op);
+}
+
 // The step writing value v (searching before step `before`), or -1.
 int Producer(const GraphView& g, int v, size_t before) {
   if (v < 0) return -1;
@@ -81,14 +94,8 @@ const KernelDef* QConvKernel();
 // top, left, bottom, right, dilation h, w}. inputs: {x_q, x_scale, x_zp, w_q, w_scale, b_q,
 // y_scale, y_zp}.
 bool MatchQConv(const GraphView& g, size_t host, PatternMatch* m) {
-  size_t conv = host;
-  if (IsOp(g, host, "DequantizeLinear")) {
-    const std::vector<size_t> r = g.readers(g.output(host, 0));
-    if (r.size() != 1 || !IsOp(g, r[0], "Conv")) return false;
-    conv = r[0];
-  } else if (!IsOp(g, host, "Conv")) {
-    return false;
-  }
+  size_t conv;
+  if (!OpAtHost(g, host, "Conv", &conv)) return false;
   const ir::Node& cn = g.node(conv);
   if (cn.attr_string("auto_pad", "NOTSET") != "NOTSET" &&
       cn.attr_string("auto_pad", "NOTSET") != "VALID")
@@ -517,14 +524,8 @@ bool ActivationDq(const GraphView& g, int step) {
 }
 
 bool MatchQAdd(const GraphView& g, size_t host, PatternMatch* m) {
-  size_t add = host;
-  if (IsOp(g, host, "DequantizeLinear")) {
-    const std::vector<size_t> r = g.readers(g.output(host, 0));
-    if (r.size() != 1 || !IsOp(g, r[0], "Add")) return false;
-    add = r[0];
-  } else if (!IsOp(g, host, "Add")) {
-    return false;
-  }
+  size_t add;
+  if (!OpAtHost(g, host, "Add", &add)) return false;
   const int a = g.input(add, 0), b = g.input(add, 1);
   if (a < 0 || b < 0 || a == b) return false;
   const int da = Producer(g, a, add), db = Producer(g, b, add);
@@ -673,14 +674,8 @@ const KernelDef* QAddKernel() {
 const KernelDef* QMaxPoolKernel();
 
 bool MatchQMaxPool(const GraphView& g, size_t host, PatternMatch* m) {
-  size_t pool = host;
-  if (IsOp(g, host, "DequantizeLinear")) {
-    const std::vector<size_t> r = g.readers(g.output(host, 0));
-    if (r.size() != 1 || !IsOp(g, r[0], "MaxPool")) return false;
-    pool = r[0];
-  } else if (!IsOp(g, host, "MaxPool")) {
-    return false;
-  }
+  size_t pool;
+  if (!OpAtHost(g, host, "MaxPool", &pool)) return false;
   const ir::Node& pn = g.node(pool);
   if (pn.outputs.size() > 1 && !pn.outputs[1].empty()) return false;
   if (pn.attr_string("auto_pad", "NOTSET") != "NOTSET" || pn.attr_int("ceil_mode", 0) != 0)
