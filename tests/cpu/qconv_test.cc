@@ -395,7 +395,8 @@ TEST(QConv, ChainKeepsInt8Between) {
               .seed = 13});
 }
 
-// ---- QAdd / QMaxPool: bit for bit against the unfused float steps on the reference provider ----
+// ---- QAdd / QMaxPool: against the unfused float steps on the reference provider (bit for bit,
+// except QAdd's ratio form, which rounds like ONNX Runtime's QLinearAdd) ----
 
 int CountProvider(const std::vector<runtime::NodeReport>& report, const std::string& p) {
   int n = 0;
@@ -435,7 +436,74 @@ TEST(QAdd, MatchesFloatSteps) {
     }
     b.Node("QuantizeLinear", {v, "ys", "yz"}, {"y"});
     b.Output("y");
-    EXPECT_EQ(CountProvider(ExpectMatchesReference(b, 0, 0), "cpu (QAdd)"), 1);
+    // Variant 0 (u8 in and out, no clip) takes the ratio form: at most one step off the float
+    // steps (QAdd.RoundsLikeOrtQLinearAdd checks it exactly); the others are bit for bit.
+    EXPECT_EQ(CountProvider(ExpectMatchesReference(b, 0, variant == 0 ? 1 : 0), "cpu (QAdd)"), 1);
+  }
+}
+
+// a, b and y uint8 (or all int8), no clip: QAdd rounds as ONNX Runtime's QLinearAdd, the scale
+// ratios fused: q = saturate(nearbyint(fma(a, sa/sy, fma(b, sb/sy, zy - fma(sa/sy, za, sb/sy *
+// zb))))). sa/sy = 0.5 makes ties that the float steps' rounding error decides otherwise (ORT 1.30
+// gives these values; the float steps give e.g. 1 for a = 59, b = 0 where the ratio form gives 0).
+TEST(QAdd, RoundsLikeOrtQLinearAdd) {
+  for (DType t : {DType::kUint8, DType::kInt8}) {
+    SCOPED_TRACE(DTypeName(t));
+    const bool u8 = t == DType::kUint8;
+    const int lo = u8 ? 0 : -128, hi = u8 ? 255 : 127;
+    const float sa = 0.02f, sb = 0.03f, sy = 0.04f;
+    const int za = u8 ? 128 : 0, zb = u8 ? 120 : -8, zy = u8 ? 125 : -3;
+    // Every (a, b) pair on a 64 x 64 grid over the type's range.
+    const Shape shape = {1, 64, 8, 8};
+    Tensor a(t, shape), bt(t, shape);
+    auto set = [u8](Tensor& x, int64_t i, int v) {
+      if (u8)
+        x.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      else
+        x.data<int8_t>()[i] = static_cast<int8_t>(v);
+    };
+    for (int64_t i = 0; i < 4096; ++i) {
+      set(a, i, lo + static_cast<int>((i % 64) * 4 + (i / 64) % 4));
+      set(bt, i, lo + static_cast<int>((i / 64) * 4));
+    }
+    GraphBuilder b;
+    b.Opset(13);
+    b.Input("a", a);
+    b.Input("b", bt);
+    b.Const("as", Scalar(DType::kFloat, sa)).Const("az", Scalar(t, za));
+    b.Const("bs", Scalar(DType::kFloat, sb)).Const("bz", Scalar(t, zb));
+    b.Const("ys", Scalar(DType::kFloat, sy)).Const("yz", Scalar(t, zy));
+    b.Node("DequantizeLinear", {"a", "as", "az"}, {"fa"});
+    b.Node("DequantizeLinear", {"b", "bs", "bz"}, {"fb"});
+    b.Node("Add", {"fa", "fb"}, {"s"});
+    b.Node("QuantizeLinear", {"s", "ys", "yz"}, {"y"});
+    b.Output("y");
+    // Within one step of the float steps, and the pattern ran.
+    EXPECT_EQ(CountProvider(ExpectMatchesReference(b, 0, 1), "cpu (QAdd)"), 1);
+    SessionOptions ref_opts;
+    ref_opts.provider = "reference";
+    auto ref = Session::Create(b.model(), ref_opts);
+    auto cpu = Session::Create(b.model(), SessionOptions{});
+    ASSERT_TRUE(ref.ok() && cpu.ok());
+    auto want = (*ref)->Run(b.feeds());
+    auto got = (*cpu)->Run(b.feeds());
+    ASSERT_TRUE(want.ok() && got.ok());
+    const Tensor& g = (*got)[0].tensor();
+    const Tensor& w = (*want)[0].tensor();
+    const float ra = sa / sy, rb = sb / sy;
+    const float c =
+        static_cast<float>(zy) - std::fma(ra, static_cast<float>(za), rb * static_cast<float>(zb));
+    int64_t off_float_steps = 0;
+    for (int64_t i = 0; i < g.size(); ++i) {
+      const float v = std::fma(static_cast<float>(a.GetAsInt64(i)), ra,
+                               std::fma(static_cast<float>(bt.GetAsInt64(i)), rb, c));
+      const int64_t q = std::clamp<int64_t>(static_cast<int64_t>(std::nearbyint(v)), lo, hi);
+      ASSERT_EQ(g.GetAsInt64(i), q)
+          << "element " << i << ": a " << a.GetAsInt64(i) << " b " << bt.GetAsInt64(i);
+      off_float_steps += g.GetAsInt64(i) != w.GetAsInt64(i);
+    }
+    // The two roundings really differ on this data (else this test proves nothing).
+    EXPECT_GT(off_float_steps, 0);
   }
 }
 
