@@ -26,10 +26,12 @@ struct ConcatState : KernelState {
   DType dtype = DType::kUndefined;
   Layout layout = Layout::kPlain;
   int64_t outer = 0;
-  std::vector<size_t> chunk;  // bytes each input contributes to one row
-  std::vector<bool> convert;  // input converted from `from[i]` to `layout` first
-  std::vector<Layout> from;   // each input's layout
-  size_t row = 0;             // bytes of one output row
+  std::vector<size_t> chunk;            // bytes each input contributes to one row
+  std::vector<bool> convert;            // input converted from `from[i]` to `layout` first
+  std::vector<Layout> from;             // each input's layout
+  std::vector<dnnl::reorder> reorders;  // per converted input, made once (rank-4 inputs)
+  std::vector<dnnl::memory::desc> src_md, dst_md;
+  size_t row = 0;  // bytes of one output row
 };
 
 Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
@@ -107,6 +109,24 @@ Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
       }
     }
     fresh->layout = layout;
+    fresh->reorders.resize(n);
+    fresh->src_md.resize(n);
+    fresh->dst_md.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Tensor& x = ctx.input(i);
+      if (!fresh->convert[i] || x.rank() != 4 || x.nbytes() == 0) continue;
+      try {
+        dnnl::engine& eng = slot.provider->engine();
+        const auto ddt = DnnlType(dt);
+        fresh->src_md[i] = LayoutDesc(x.shape(), fresh->from[i], ddt);
+        fresh->dst_md[i] = LayoutDesc(x.shape(), layout, ddt);
+        fresh->reorders[i] = dnnl::reorder(
+            dnnl::reorder::primitive_desc(eng, fresh->src_md[i], eng, fresh->dst_md[i]));
+      } catch (const dnnl::error&) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+    }
     for (size_t c : fresh->chunk) fresh->row += c;
     slot.state = std::move(fresh);
     st = static_cast<ConcatState*>(slot.state.get());
@@ -125,21 +145,36 @@ void RunConcat(OpContext& ctx, NodeSlot& slot) {
   converted.reserve(src.size());
   std::vector<bool> done(src.size(), false);  // already written into the output
   size_t offset = 0;
+  dnnl::engine& eng = slot.provider->engine();
+  dnnl::stream& strm = slot.provider->stream();
+  bool waited = true;
+  // The reorder made at prepare, from `x` into `to` (the output's place or a scratch copy).
+  auto convert = [&](size_t i, const Tensor& x, void* to) {
+    if (!st->reorders[i]) {  // not rank 4: a plain copy
+      ConvertLayoutInto(x, st->from[i], to, st->layout);
+      return;
+    }
+    dnnl::memory sm(st->src_md[i], eng, const_cast<void*>(x.raw()));
+    dnnl::memory dm(st->dst_md[i], eng, to);
+    st->reorders[i].execute(strm, sm, dm);
+    waited = false;
+  };
   for (size_t i = 0; i < src.size(); ++i) {
     const Tensor& x = ctx.input(i);
     if (!st->convert[i] || x.nbytes() == 0) {
       src[i] = static_cast<const std::byte*>(x.raw());
     } else if (st->layout == Layout::kPlain && st->outer == 1) {
       // One row: the input's plain form is its place in the output; reorder straight there.
-      ConvertLayoutInto(x, st->from[i], dst + offset, Layout::kPlain);
+      convert(i, x, dst + offset);
       done[i] = true;
     } else {
       converted.push_back(Tensor::Uninitialized(x.dtype(), x.shape()));
-      ConvertLayout(x, st->from[i], &converted.back(), st->layout);
+      convert(i, x, converted.back().raw());
       src[i] = static_cast<const std::byte*>(converted.back().raw());
     }
     offset += st->chunk[i];
   }
+  if (!waited) strm.wait();
   // Rows of a few KiB or more are worth splitting across threads.
   const int64_t min_rows = std::max<int64_t>(1, static_cast<int64_t>(65536 / st->row));
   ParallelRange(st->outer, min_rows, [&](int64_t b, int64_t e) {
