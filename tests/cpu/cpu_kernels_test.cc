@@ -282,6 +282,46 @@ TEST(CpuConcat, MatchesReferenceInEveryLayout) {
   }
 }
 
+// Concat whose output must be plain (read by a reference Reshape as in ShuffleNetV2's channel
+// shuffle, or a graph output) or whose axis is not C: the convolutions' non-plain outputs are
+// reordered to plain by the cpu kernel (straight into the output with one row), not declined.
+TEST(CpuConcat, NonPlainInputsIntoAPlainOutput) {
+  uint32_t seed = 350;
+  struct Case {
+    int64_t n, ch, axis;
+    bool reshape;
+  };
+  const Case cases[] = {{1, 16, 1, true},  {2, 16, 1, true},  {1, 8, 1, false}, {1, 13, 1, true},
+                        {1, 16, 0, false}, {2, 16, 2, false}, {2, 8, -1, false}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE("n " + std::to_string(c.n) + " ch " + std::to_string(c.ch) + " axis " +
+                 std::to_string(c.axis));
+    GraphBuilder b;
+    b.Input("x", Rand({c.n, 16, 9, 9}, seed++));
+    b.Const("wa", Rand({c.ch, 16, 1, 1}, seed++, -0.5f, 0.5f));
+    b.Const("wb", Rand({c.ch, 16, 3, 3}, seed++, -0.3f, 0.3f));
+    b.Node("Conv", {"x", "wa"}, {"a"});
+    SetInts(b.Node("Conv", {"x", "wb"}, {"bb"}), "pads", {1, 1, 1, 1});
+    // A plain input among them when the shapes allow (x has 16 channels).
+    std::vector<std::string> ins = {"a", "bb"};
+    if (c.axis != 1 || c.ch == 16) ins = {"a", "x", "bb"};
+    if (c.axis != 1 && c.ch != 16) ins = {"a", "bb"};
+    SetInt(b.Node("Concat", ins, {"cat"}), "axis", c.axis);
+    if (c.reshape) {
+      b.Input("shape", Tensor::FromVector<int64_t>({c.n, 2, -1, 9, 9}, {5}));
+      b.Node("Reshape", {"cat", "shape"}, {"y"});
+    } else {
+      b.Node("Identity", {"cat"}, {"y"});
+    }
+    b.Output("y");
+    auto report = ExpectMatchesReference(b);
+    for (const auto& r : report)
+      if (r.op_type == "Concat") {
+        EXPECT_EQ(r.provider, "cpu");
+      }
+  }
+}
+
 // BatchNormalization: plain tensors of several ranks, and DenseNet's pre-activation
 // (Concat -> BN -> Relu -> Conv) and a residual BN -> Add -> Relu in the convolution layout.
 TEST(CpuBatchNorm, MatchesReferenceInEveryLayoutWithFusion) {

@@ -144,5 +144,7 @@ void BeginRun(Provider* p);
 
 // Copies `src` (layout `from`) into `dst` (same shape and byte size, layout `to`).
 void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to);
+// The same into `dst`'s bytes (src.nbytes() of them), e.g. a slice of a larger output.
+void ConvertLayoutInto(const Tensor& src, Layout from, void* dst, Layout to);
 
 }  // namespace ferry::ops::cpu

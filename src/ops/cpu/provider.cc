@@ -48,7 +48,7 @@ std::vector<const KernelDef*> BuildTable() {
   const std::span<const KernelDef> families[] = {
       ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
       NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
-      ConcatKernels(), BatchNormKernels(), QMatMulKernels(), QuantKernels()};
+      ConcatKernels(), BatchNormKernels(), QMatMulKernels(),     QuantKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;
@@ -105,15 +105,19 @@ StateKey MakeKey(const OpContext& ctx, const NodeSlot& slot) {
 }
 
 void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to) {
+  ConvertLayoutInto(src, from, dst->raw(), to);
+}
+
+void ConvertLayoutInto(const Tensor& src, Layout from, void* dst, Layout to) {
   if (from == to || src.rank() != 4) {
-    std::memcpy(dst->raw(), src.raw(), src.nbytes());
+    std::memcpy(dst, src.raw(), src.nbytes());
     return;
   }
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   const auto dt = DnnlType(src.dtype());
   dnnl::memory s(LayoutDesc(src.shape(), from, dt), engine, const_cast<void*>(src.raw()));
-  dnnl::memory d(LayoutDesc(src.shape(), to, dt), engine, dst->raw());
+  dnnl::memory d(LayoutDesc(src.shape(), to, dt), engine, dst);
   dnnl::reorder(s, d).execute(stream, s, d);
   stream.wait();
 }
