@@ -110,8 +110,12 @@ class GraphExecutor {
     bool alias = false;
     const Tensor* constant = nullptr;
     // cpu provider: a DequantizeLinear of initializers (QDQ weights and biases) is computed on
-    // the first run and its result shared by later runs.
+    // the first run and its result shared by later runs. `lazy` (not read by a subgraph): in
+    // runs without an observer it does not run at its position; its value is computed (or taken
+    // from `folded`) when a step that runs reads it (MaterializeLazy), so the float copy of an
+    // int8 weight a pattern kernel reads directly is never made.
     bool fold = false;
+    bool lazy = false;
     std::unique_ptr<Tensor> folded;
     // cpu provider: a pattern kernel that computes this step and `absorbed` ones (host step).
     struct PatternPlan {
@@ -129,6 +133,8 @@ class GraphExecutor {
     int64_t total_ns = 0, calls = 0;
   };
   void PlanCpu(const std::vector<std::vector<std::string>>& reads);
+  // Computes a lazy DequantizeLinear's value into `d.folded` (once), from its constant inputs.
+  Status MaterializeLazy(Step& d, const Frame& frame);
   void PlanPatterns(const std::vector<int>& producer,
                     const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
                     const std::vector<bool>& is_const, const std::vector<bool>& sub_read,
@@ -151,6 +157,7 @@ class GraphExecutor {
   std::vector<Step> steps_;
   std::vector<bool> is_output_;
   std::vector<bool> nhwc_ok_;  // per value: every reader is a cpu kernel that takes channels-last
+  std::vector<int> lazy_producer_;  // per value: its lazy DequantizeLinear step, or -1
   std::map<std::string, ArenaPlan> plans_;
 };
 
@@ -390,6 +397,20 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
       // Same data every run: kernels reading it (a float Gemm's B) may pack it once.
       if (st.fold) is_const[static_cast<size_t>(st.outputs[0])] = true;
     }
+  // Lazy folds: their (constant, shared) inputs stay alive to the end of the run, since the
+  // DequantizeLinear may be computed at any later reader.
+  lazy_producer_.assign(nv, -1);
+  std::set<int> keep;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    Step& st = steps_[s];
+    if (!st.fold || sub_read[static_cast<size_t>(st.outputs[0])]) continue;
+    st.lazy = true;
+    lazy_producer_[static_cast<size_t>(st.outputs[0])] = static_cast<int>(s);
+    for (int id : st.inputs)
+      if (id >= 0) keep.insert(id);
+  }
+  if (!keep.empty())
+    for (Step& st : steps_) std::erase_if(st.frees, [&](int id) { return keep.count(id) > 0; });
   nhwc_ok_.assign(nv, false);
   for (size_t v = 0; v < nv; ++v) {
     bool ok = !is_output_[v] && !sub_read[v] && !users[v].empty();
@@ -708,6 +729,34 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       free_values();
       continue;
     }
+    if (fuse && st.lazy) {
+      // Computed when a step that runs reads it (materialize); until then unused.
+      st.provider = "cpu (unused constant)";
+      if (profile) ++st.calls;
+      free_values();
+      continue;
+    }
+    int64_t lazy_ns = 0;  // time spent materializing lazy inputs: reported on their own steps
+    auto materialize = [&](int id) -> Status {
+      if (!fuse || id < 0) return Status::Ok();
+      const int p = lazy_producer_[static_cast<size_t>(id)];
+      if (p < 0 || !frame.values[static_cast<size_t>(id)].is_none()) return Status::Ok();
+      const auto m0 =
+          profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      Step& d = steps_[static_cast<size_t>(p)];
+      FERRY_RETURN_IF_ERROR(MaterializeLazy(d, frame));
+      frame.values[static_cast<size_t>(id)] = Value(*d.folded);  // shared
+      layouts[static_cast<size_t>(id)] = Layout::kPlain;
+      d.provider = "cpu (folded constant)";
+      if (profile) {
+        const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now() - m0)
+                               .count();
+        d.total_ns += ns;
+        lazy_ns += ns;
+      }
+      return Status::Ok();
+    };
     const auto t0 =
         profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     std::vector<int> out_ids = st.outputs;
@@ -743,6 +792,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     if (fuse && st.pattern) {
       // A pattern kernel computes this step and the steps it absorbed, or declines.
       Step::PatternPlan& pp = *st.pattern;
+      for (int id : pp.inputs) FERRY_RETURN_IF_ERROR(materialize(id));
       ops::cpu::NodeSlot& slot = *pp.slot;
       std::vector<const Value*> ins;
       slot.in_layouts.clear();
@@ -775,6 +825,10 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         st.provider = "cpu (" + std::string(pp.name) + ")";
         ran = true;
       }
+    }
+    if (!ran) {
+      for (int id : st.inputs) FERRY_RETURN_IF_ERROR(materialize(id));
+      if (st.fusion.sum) FERRY_RETURN_IF_ERROR(materialize(st.residual));
     }
     if (st.folded && cpu_on && !ran) {
       frame.values[static_cast<size_t>(st.outputs[0])] = Value(*st.folded);  // shared
@@ -912,7 +966,8 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     if (profile) {
       st.total_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - t0)
-                         .count();
+                         .count() -
+                     lazy_ns;
       ++st.calls;
     }
     free_values();
@@ -931,6 +986,60 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       if (last[id] < first[id]) last[id] = first[id];
     plans_.emplace(sig, MakePlan(sizes, first, last));
   }
+  return Status::Ok();
+}
+
+Status GraphExecutor::MaterializeLazy(Step& d, const Frame& frame) {
+  if (d.folded) return Status::Ok();
+  std::vector<Value> outs(d.outputs.size());
+  auto inputs = [&] {
+    std::vector<const Value*> ins;
+    for (int id : d.inputs)
+      ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+    return ins;
+  };
+  auto allocate = [&](const ops::OpContext& ctx) -> Status {
+    const auto& decl = ctx.declared();
+    for (size_t k = 0; k < decl.size(); ++k) {
+      if (!decl[k].set) continue;
+      for (int64_t n : decl[k].shape)
+        if (n < 0)
+          return InvalidError("{}: output {} would have a negative dim ({})", d.node->Describe(), k,
+                              ShapeToString(decl[k].shape));
+      outs[k] = Value(Tensor(decl[k].dtype, decl[k].shape));  // owned: kept across runs
+    }
+    return Status::Ok();
+  };
+  bool done = false;
+  if (d.cpu) {
+    ops::cpu::NodeSlot& slot = *d.slot;
+    slot.fusion = {};
+    slot.in_layouts.assign(d.inputs.size(), ops::cpu::Layout::kPlain);
+    slot.nhwc_ok.assign(d.outputs.size(), false);
+    slot.declined = slot.fused = false;
+    slot.out_layouts.clear();
+    ops::OpContext ctx(*d.node, d.opset, inputs(), &outs);
+    ctx.set_pool(shared_->pool.get());
+    ctx.set_seed(shared_->seed);
+    FERRY_RETURN_IF_ERROR(d.cpu->prepare(ctx, slot));
+    if (!slot.declined) {
+      FERRY_RETURN_IF_ERROR(allocate(ctx));
+      d.cpu->run(ctx, slot);
+      done = true;
+    }
+  }
+  if (!done) {
+    ops::OpContext ctx(*d.node, d.opset, inputs(), &outs);
+    ctx.set_pool(shared_->pool.get());
+    ctx.set_seed(shared_->seed);
+    FERRY_RETURN_IF_ERROR(d.def->prepare(ctx));
+    FERRY_RETURN_IF_ERROR(allocate(ctx));
+    d.def->run(ctx);
+    FERRY_RETURN_IF_ERROR(ctx.run_status());
+  }
+  if (!outs[0].is_tensor()) return InvalidError("{}: produced no tensor", d.node->Describe());
+  const Tensor& t = outs[0].tensor();
+  d.folded = std::make_unique<Tensor>(t.owned() ? t : t.Clone());
   return Status::Ok();
 }
 
