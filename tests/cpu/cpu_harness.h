@@ -92,6 +92,28 @@ inline void SetInt(ir::Node& n, const std::string& name, int64_t v) {
   n.attributes.push_back(std::move(a));
 }
 
+// A scalar tensor of type float, uint8 or int8 (quantization parameters in QDQ test graphs).
+inline Tensor QScalar(DType t, double v) {
+  Tensor s(t, Shape{});
+  if (t == DType::kFloat)
+    s.data<float>()[0] = static_cast<float>(v);
+  else if (t == DType::kUint8)
+    s.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+  else
+    s.data<int8_t>()[0] = static_cast<int8_t>(v);
+  return s;
+}
+
+// Seeded uniform integers in [lo, hi], stored as T.
+template <typename T>
+Tensor RandInts(DType dt, const Shape& shape, int lo, int hi, uint32_t seed) {
+  Tensor t(dt, shape);
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  for (auto& x : t.span<T>()) x = static_cast<T>(d(gen));
+  return t;
+}
+
 // Runs the model with both providers (twice with cpu: the second run reuses packed state) and
 // checks every output within rtol/atol. Returns the cpu session's node report.
 inline std::vector<runtime::NodeReport> ExpectMatchesReference(GraphBuilder& b, double rtol = 1e-4,

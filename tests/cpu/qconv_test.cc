@@ -24,26 +24,6 @@ struct QCase {
   uint32_t seed = 1;
 };
 
-Tensor Scalar(DType t, double v) {
-  Tensor s(t, Shape{});
-  if (t == DType::kFloat)
-    s.data<float>()[0] = static_cast<float>(v);
-  else if (t == DType::kUint8)
-    s.data<uint8_t>()[0] = static_cast<uint8_t>(v);
-  else
-    s.data<int8_t>()[0] = static_cast<int8_t>(v);
-  return s;
-}
-
-template <typename T>
-Tensor RandInt(DType dt, const Shape& shape, int lo, int hi, uint32_t seed) {
-  Tensor t(dt, shape);
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  for (auto& x : t.span<T>()) x = static_cast<T>(d(gen));
-  return t;
-}
-
 struct Layer {
   Tensor wq, ws, wz, bq, bs;
   float ys = 1;
@@ -58,7 +38,7 @@ void AddLayer(GraphBuilder& qdq, GraphBuilder& ref, const QCase& k, const Layer&
   const std::string p = "l" + std::to_string(idx) + "_";
   for (GraphBuilder* b : {&qdq, &ref}) {
     b->Const(p + "wq", l.wq).Const(p + "ws", l.ws).Const(p + "wz", l.wz);
-    b->Const(p + "ys", Scalar(DType::kFloat, y_scale)).Const(p + "yz", Scalar(k.yt, k.y_zp));
+    b->Const(p + "ys", QScalar(DType::kFloat, y_scale)).Const(p + "yz", QScalar(k.yt, k.y_zp));
     if (k.bias) b->Const(p + "bq", l.bq);
   }
   if (k.bias) qdq.Const(p + "bs", l.bs);
@@ -98,7 +78,7 @@ Layer MakeLayer(const QCase& k, int64_t c, int64_t oc, int64_t kh, int64_t kw, i
                 float xs, uint32_t seed) {
   Layer l;
   l.oc = oc, l.kh = kh, l.kw = kw, l.group = group;
-  l.wq = RandInt<int8_t>(DType::kInt8, {oc, c / group, kh, kw}, -k.wmax, k.wmax, seed);
+  l.wq = RandInts<int8_t>(DType::kInt8, {oc, c / group, kh, kw}, -k.wmax, k.wmax, seed);
   std::mt19937 gen(seed + 7);
   std::uniform_real_distribution<float> sd(0.002f, 0.02f);
   const int64_t ns = k.per_channel ? oc : 1;
@@ -109,7 +89,7 @@ Layer MakeLayer(const QCase& k, int64_t c, int64_t oc, int64_t kh, int64_t kw, i
   l.bs = Tensor(DType::kFloat, {ns});
   for (int64_t i = 0; i < ns; ++i) l.bs.data<float>()[i] = xs * l.ws.data<float>()[i];
   const int bmax = k.mult > 0 ? 50 : 20000;
-  l.bq = RandInt<int32_t>(DType::kInt32, {oc}, -bmax, bmax, seed + 3);
+  l.bq = RandInts<int32_t>(DType::kInt32, {oc}, -bmax, bmax, seed + 3);
   // An output scale that spreads the results over the type's range (and past it a little).
   const double k_elems = static_cast<double>(c / group * kh * kw);
   const double sigma = std::sqrt(k_elems) * 74.0 * k.wmax / 1.7;
@@ -124,12 +104,13 @@ int CheckQConv(const QCase& k) {
   qdq.Opset(13);
   ref.Opset(13);
   const int xlo = k.xt == DType::kUint8 ? 0 : -128, xhi = k.xt == DType::kUint8 ? 255 : 127;
-  Tensor xq = k.xt == DType::kUint8 ? RandInt<uint8_t>(k.xt, {k.n, k.c, k.h, k.w}, xlo, xhi, k.seed)
-                                    : RandInt<int8_t>(k.xt, {k.n, k.c, k.h, k.w}, xlo, xhi, k.seed);
+  Tensor xq = k.xt == DType::kUint8
+                  ? RandInts<uint8_t>(k.xt, {k.n, k.c, k.h, k.w}, xlo, xhi, k.seed)
+                  : RandInts<int8_t>(k.xt, {k.n, k.c, k.h, k.w}, xlo, xhi, k.seed);
   const float xs = k.mult > 0 ? k.mult : 0.0173f;
   for (GraphBuilder* b : {&qdq, &ref}) {
     b->Input("xq", xq);
-    b->Const("xs", Scalar(DType::kFloat, xs)).Const("xz", Scalar(k.xt, k.x_zp));
+    b->Const("xs", QScalar(DType::kFloat, xs)).Const("xz", QScalar(k.xt, k.x_zp));
   }
   Layer l1 = MakeLayer(k, k.c, k.oc, k.kh, k.kw, k.group, xs, k.seed + 11);
   l1.stride = k.stride, l1.pad = k.pad, l1.pad_end = k.pad_end, l1.dil = k.dil;
@@ -412,16 +393,16 @@ TEST(QAdd, MatchesFloatSteps) {
     b.Opset(13);
     const Shape shape = {2, 5, 7, 9};
     if (t == DType::kUint8) {
-      b.Input("a", RandInt<uint8_t>(t, shape, 0, 255, 31));
-      b.Input("b", RandInt<uint8_t>(t, shape, 0, 255, 32));
+      b.Input("a", RandInts<uint8_t>(t, shape, 0, 255, 31));
+      b.Input("b", RandInts<uint8_t>(t, shape, 0, 255, 32));
     } else {
-      b.Input("a", RandInt<int8_t>(t, shape, -128, 127, 31));
-      b.Input("b", RandInt<int8_t>(t, shape, -128, 127, 32));
+      b.Input("a", RandInts<int8_t>(t, shape, -128, 127, 31));
+      b.Input("b", RandInts<int8_t>(t, shape, -128, 127, 32));
     }
-    b.Const("as", Scalar(DType::kFloat, 0.0123)).Const("az", Scalar(t, 17));
-    b.Const("bs", Scalar(DType::kFloat, 0.031)).Const("bz", Scalar(t, 3));
+    b.Const("as", QScalar(DType::kFloat, 0.0123)).Const("az", QScalar(t, 17));
+    b.Const("bs", QScalar(DType::kFloat, 0.031)).Const("bz", QScalar(t, 3));
     const DType yt = variant >= 2 ? DType::kInt8 : DType::kUint8;
-    b.Const("ys", Scalar(DType::kFloat, 0.0217)).Const("yz", Scalar(yt, variant == 1 ? 0 : 11));
+    b.Const("ys", QScalar(DType::kFloat, 0.0217)).Const("yz", QScalar(yt, variant == 1 ? 0 : 11));
     b.Node("DequantizeLinear", {"a", "as", "az"}, {"fa"});
     b.Node("DequantizeLinear", {"b", "bs", "bz"}, {"fb"});
     b.Node("Add", {"fa", "fb"}, {"s"});
@@ -430,7 +411,7 @@ TEST(QAdd, MatchesFloatSteps) {
       b.Node("Relu", {"s"}, {"r"});
       v = "r";
     } else if (variant == 3) {
-      b.Const("lo", Scalar(DType::kFloat, -0.5)).Const("hi", Scalar(DType::kFloat, 1.25));
+      b.Const("lo", QScalar(DType::kFloat, -0.5)).Const("hi", QScalar(DType::kFloat, 1.25));
       b.Node("Clip", {"s", "lo", "hi"}, {"r"});
       v = "r";
     }
@@ -470,9 +451,9 @@ TEST(QAdd, RoundsLikeOrtQLinearAdd) {
     b.Opset(13);
     b.Input("a", a);
     b.Input("b", bt);
-    b.Const("as", Scalar(DType::kFloat, sa)).Const("az", Scalar(t, za));
-    b.Const("bs", Scalar(DType::kFloat, sb)).Const("bz", Scalar(t, zb));
-    b.Const("ys", Scalar(DType::kFloat, sy)).Const("yz", Scalar(t, zy));
+    b.Const("as", QScalar(DType::kFloat, sa)).Const("az", QScalar(t, za));
+    b.Const("bs", QScalar(DType::kFloat, sb)).Const("bz", QScalar(t, zb));
+    b.Const("ys", QScalar(DType::kFloat, sy)).Const("yz", QScalar(t, zy));
     b.Node("DequantizeLinear", {"a", "as", "az"}, {"fa"});
     b.Node("DequantizeLinear", {"b", "bs", "bz"}, {"fb"});
     b.Node("Add", {"fa", "fb"}, {"s"});
@@ -513,10 +494,10 @@ TEST(QMaxPool, MatchesFloatSteps) {
     b.Opset(13);
     const Shape shape = {2, 6, 11, 10};
     if (t == DType::kUint8)
-      b.Input("x", RandInt<uint8_t>(t, shape, 0, 255, 41));
+      b.Input("x", RandInts<uint8_t>(t, shape, 0, 255, 41));
     else
-      b.Input("x", RandInt<int8_t>(t, shape, -128, 127, 41));
-    b.Const("s", Scalar(DType::kFloat, 0.0377)).Const("z", Scalar(t, 9));
+      b.Input("x", RandInts<int8_t>(t, shape, -128, 127, 41));
+    b.Const("s", QScalar(DType::kFloat, 0.0377)).Const("z", QScalar(t, 9));
     b.Node("DequantizeLinear", {"x", "s", "z"}, {"f"});
     ir::Node& mp = b.Node("MaxPool", {"f"}, {"p"});
     SetInts(mp, "kernel_shape", {3, 3});
@@ -544,7 +525,7 @@ TEST(QdqKernels, QuantizeDequantizeMatchReference) {
     xp[42] = -INFINITY;
     xp[43] = 1e30f;
     b.Input("x", x);
-    b.Const("s", Scalar(DType::kFloat, s)).Const("z", Scalar(qt, qt == DType::kUint8 ? 129 : -3));
+    b.Const("s", QScalar(DType::kFloat, s)).Const("z", QScalar(qt, qt == DType::kUint8 ? 129 : -3));
     b.Node("QuantizeLinear", {"x", "s", "z"}, {"q"});
     b.Node("DequantizeLinear", {"q", "s", "z"}, {"y"});
     b.Output("q").Output("y");
@@ -558,20 +539,20 @@ TEST(QdqKernels, QuantizeDequantizeMatchReference) {
 TEST(QdqKernels, Int32AndPerAxisDequantize) {
   GraphBuilder b;
   b.Opset(13);
-  Tensor xi = RandInt<int32_t>(DType::kInt32, {5, 33}, -3000000, 3000000, 5);
+  Tensor xi = RandInts<int32_t>(DType::kInt32, {5, 33}, -3000000, 3000000, 5);
   b.Input("xi", xi);
-  b.Const("s", Scalar(DType::kFloat, 0.0031f));
+  b.Const("s", QScalar(DType::kFloat, 0.0031f));
   b.Node("DequantizeLinear", {"xi", "s"}, {"y"});
   // Per axis 1 without zero point, per axis 0 with one (uint8), per axis 0 of int8 weights.
-  b.Input("xu", RandInt<uint8_t>(DType::kUint8, {2, 4, 3}, 0, 255, 6));
+  b.Input("xu", RandInts<uint8_t>(DType::kUint8, {2, 4, 3}, 0, 255, 6));
   Tensor sv(DType::kFloat, {4});
   for (int i = 0; i < 4; ++i) sv.data<float>()[i] = 0.01f * static_cast<float>(i + 1);
   b.Const("sv", sv);
   SetInt(b.Node("DequantizeLinear", {"xu", "sv"}, {"y2"}), "axis", 1);
-  b.Input("xu0", RandInt<uint8_t>(DType::kUint8, {4, 5, 9}, 0, 255, 7));
-  b.Const("zv", RandInt<uint8_t>(DType::kUint8, {4}, 0, 255, 8));
+  b.Input("xu0", RandInts<uint8_t>(DType::kUint8, {4, 5, 9}, 0, 255, 7));
+  b.Const("zv", RandInts<uint8_t>(DType::kUint8, {4}, 0, 255, 8));
   SetInt(b.Node("DequantizeLinear", {"xu0", "sv", "zv"}, {"y3"}), "axis", 0);
-  b.Const("w", RandInt<int8_t>(DType::kInt8, {4, 3, 3, 3}, -127, 127, 9));
+  b.Const("w", RandInts<int8_t>(DType::kInt8, {4, 3, 3, 3}, -127, 127, 9));
   SetInt(b.Node("DequantizeLinear", {"w", "sv"}, {"y4"}), "axis", 0);
   b.Output("y").Output("y2").Output("y3").Output("y4");
   int cpu = 0;

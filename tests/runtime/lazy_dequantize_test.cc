@@ -10,26 +10,6 @@
 namespace ferry::cpu_test {
 namespace {
 
-Tensor Scalar(DType t, double v) {
-  Tensor s(t, Shape{});
-  if (t == DType::kFloat)
-    s.data<float>()[0] = static_cast<float>(v);
-  else if (t == DType::kUint8)
-    s.data<uint8_t>()[0] = static_cast<uint8_t>(v);
-  else
-    s.data<int8_t>()[0] = static_cast<int8_t>(v);
-  return s;
-}
-
-template <typename T>
-Tensor RandInt(DType dt, const Shape& shape, int lo, int hi, uint32_t seed) {
-  Tensor t(dt, shape);
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> d(lo, hi);
-  for (auto& x : t.span<T>()) x = static_cast<T>(d(gen));
-  return t;
-}
-
 std::map<std::string, std::string> Providers(const Session& s) {
   std::map<std::string, std::string> p;
   for (const auto& r : s.node_report()) p[r.name] = r.provider;
@@ -42,21 +22,21 @@ std::map<std::string, std::string> Providers(const Session& s) {
 void BuildQdqConv(GraphBuilder& qdq, GraphBuilder& ref, float y_scale) {
   const int64_t c = 5, oc = 7;
   const float xs = 0.0173f;
-  Tensor xq = RandInt<uint8_t>(DType::kUint8, {1, c, 7, 6}, 0, 255, 3);
-  Tensor wq = RandInt<int8_t>(DType::kInt8, {oc, c, 3, 3}, -60, 60, 5);
+  Tensor xq = RandInts<uint8_t>(DType::kUint8, {1, c, 7, 6}, 0, 255, 3);
+  Tensor wq = RandInts<int8_t>(DType::kInt8, {oc, c, 3, 3}, -60, 60, 5);
   Tensor ws(DType::kFloat, {oc}), wz(DType::kInt8, {oc}), bs(DType::kFloat, {oc});
   for (int64_t i = 0; i < oc; ++i) {
     ws.data<float>()[i] = 0.004f + 0.001f * static_cast<float>(i);
     wz.data<int8_t>()[i] = 0;
     bs.data<float>()[i] = xs * ws.data<float>()[i];
   }
-  Tensor bq = RandInt<int32_t>(DType::kInt32, {oc}, -3000, 3000, 7);
+  Tensor bq = RandInts<int32_t>(DType::kInt32, {oc}, -3000, 3000, 7);
   for (GraphBuilder* b : {&qdq, &ref}) {
     b->Opset(13);
     b->Input("xq", xq);
-    b->Const("xs", Scalar(DType::kFloat, xs)).Const("xz", Scalar(DType::kUint8, 9));
+    b->Const("xs", QScalar(DType::kFloat, xs)).Const("xz", QScalar(DType::kUint8, 9));
     b->Const("wq", wq).Const("ws", ws).Const("wz", wz).Const("bq", bq);
-    b->Const("ys", Scalar(DType::kFloat, y_scale)).Const("yz", Scalar(DType::kUint8, 128));
+    b->Const("ys", QScalar(DType::kFloat, y_scale)).Const("yz", QScalar(DType::kUint8, 128));
   }
   qdq.Const("bs", bs);
   SetInt(qdq.Node("DequantizeLinear", {"wq", "ws", "wz"}, {"w"}), "axis", 0);  // node 0
@@ -136,11 +116,11 @@ TEST(LazyDequantize, FloatGemmReadsDequantizedWeights) {
   b.Input("x", Rand({3, 20}, 1));
   Tensor ws(DType::kFloat, {12});
   for (int64_t i = 0; i < 12; ++i) ws.data<float>()[i] = 0.01f + 0.002f * static_cast<float>(i);
-  b.Const("wq", RandInt<int8_t>(DType::kInt8, {12, 20}, -127, 127, 2))
+  b.Const("wq", RandInts<int8_t>(DType::kInt8, {12, 20}, -127, 127, 2))
       .Const("ws", ws)
-      .Const("wz", RandInt<int8_t>(DType::kInt8, {12}, -3, 3, 4));
-  b.Const("bq", RandInt<int32_t>(DType::kInt32, {12}, -500, 500, 6))
-      .Const("bs", Scalar(DType::kFloat, 0.003));
+      .Const("wz", RandInts<int8_t>(DType::kInt8, {12}, -3, 3, 4));
+  b.Const("bq", RandInts<int32_t>(DType::kInt32, {12}, -500, 500, 6))
+      .Const("bs", QScalar(DType::kFloat, 0.003));
   SetInt(b.Node("DequantizeLinear", {"wq", "ws", "wz"}, {"w"}), "axis", 0);  // node 0
   b.Node("DequantizeLinear", {"bq", "bs"}, {"bias"});                        // node 1
   SetInt(b.Node("Gemm", {"x", "w", "bias"}, {"y"}), "transB", 1);            // node 2
