@@ -959,6 +959,17 @@ __attribute__((target("avx2"))) void DequantizeAvx2(const T* x, float* y, int64_
   }
 }
 
+// Calls f with x's elements as uint8_t, int8_t or int32_t (DequantizeLinear's input types).
+template <typename F>
+void WithIntData(const Tensor& x, F&& f) {
+  if (x.dtype() == DType::kUint8)
+    f(x.data<uint8_t>());
+  else if (x.dtype() == DType::kInt8)
+    f(x.data<int8_t>());
+  else
+    f(x.data<int32_t>());
+}
+
 void RunQdq(OpContext& ctx, NodeSlot& slot, bool quantize) {
   const auto* st = static_cast<const QdqState*>(slot.state.get());
   const Tensor& x = ctx.input(0);
@@ -979,12 +990,7 @@ void RunQdq(OpContext& ctx, NodeSlot& slot, bool quantize) {
                       }
                     });
     };
-    if (x.dtype() == DType::kUint8)
-      run(x.data<uint8_t>());
-    else if (x.dtype() == DType::kInt8)
-      run(x.data<int8_t>());
-    else
-      run(x.data<int32_t>());
+    WithIntData(x, run);
     return;
   }
   Tensor tmp;
@@ -1012,12 +1018,7 @@ void RunQdq(OpContext& ctx, NodeSlot& slot, bool quantize) {
         avx2 ? DequantizeAvx2(xp + b, yp, e - b, st->scale, st->zp)
              : DequantizeScalar(xp + b, yp, e - b, st->scale, st->zp);
       };
-      if (x.dtype() == DType::kUint8)
-        run(x.data<uint8_t>());
-      else if (x.dtype() == DType::kInt8)
-        run(x.data<int8_t>());
-      else
-        run(x.data<int32_t>());
+      WithIntData(x, run);
     }
   });
   if (st->to_plain) ConvertLayout(tmp, st->layout, &y, Layout::kPlain);
