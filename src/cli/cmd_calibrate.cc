@@ -25,7 +25,8 @@ namespace {
 
 struct Options {
   std::string model, data, output, method = "minmax", activation_type = "u8";
-  int64_t max_samples = 0, batch = 16;
+  int64_t max_samples = 0;
+  std::string batch = "auto";
   int threads = 0;
   bool symmetric = false, json = false;
 };
@@ -37,7 +38,8 @@ int RunCalibrate(const Options& o) {
   if (!act.ok()) return ReportError(act.status());
   if (o.max_samples < 0)
     return ReportError(UsageError("--max-samples must be >= 0, got {}", o.max_samples));
-  if (o.batch < 1) return ReportError(UsageError("--batch must be >= 1, got {}", o.batch));
+  auto batch = ParseBatch(o.batch);
+  if (!batch.ok()) return ReportError(batch.status());
   if (std::filesystem::exists(o.output) && std::filesystem::exists(o.model) &&
       std::filesystem::equivalent(o.model, o.output))
     return ReportError(UsageError("-o {} is the model file; write the table elsewhere", o.output));
@@ -46,21 +48,22 @@ int RunCalibrate(const Options& o) {
   Status st = quant::PrepareForQuantization(*loaded.value());
   if (!st.ok()) return ReportError(st);
   std::shared_ptr<const ir::Model> model(std::move(loaded).value());
-  int64_t samples = 0;
-  auto sets = LoadSamples(o.data, "--data", model->graph, o.batch, o.max_samples, &samples);
+  auto sets = LoadSets(o.data, "--data", model->graph);
   if (!sets.ok()) return ReportError(sets.status());
-  const size_t nsets = sets->size();
   quant::CalibrateOptions co;
   co.method = method.value();
   co.activation_type = act.value();
   co.symmetric = o.symmetric;
   co.threads = o.threads;
+  co.batch = batch.value();
+  co.max_samples = o.max_samples;
   co.progress = [](size_t i, size_t n) { Progress("calibrate", i, n); };
   auto table = quant::RunCalibration(model, std::move(sets).value(), co);
   if (!table.ok()) return ReportError(table.status().With(fmt::format("model '{}'", o.model)));
   table->model = o.model;
   table->data = o.data;
-  table->samples = samples;
+  const int64_t samples = table->samples;
+  const int64_t nsets = table->runs;
   st = WriteFileAtomic(o.output, quant::TableToJson(table.value()));
   if (!st.ok()) return ReportError(st.With("-o"));
   if (o.json) {
@@ -69,6 +72,7 @@ int RunCalibrate(const Options& o) {
     j["data"] = o.data;
     j["samples"] = samples;
     j["runs"] = nsets;
+    j["batch"] = table->batch;
     j["method"] = table->method.ToString();
     j["tensors"] = table->tensors.size();
     j["output"] = o.output;
@@ -107,7 +111,9 @@ void SetupCalibrate(CLI::App& sub, Action* action) {
   sub.add_option("--method", o->method,
                  "minmax (default), percentile[:P] (P% of |x| kept, default 99.99) or entropy");
   sub.add_option("--max-samples", o->max_samples, "Use at most N samples (default: all)");
-  sub.add_option("--batch", o->batch, "Samples per run when a file holds many (default 16)");
+  sub.add_option("--batch", o->batch,
+                 "Samples per run when a file holds many: N, or auto (default: after a one-sample "
+                 "run, as many as keep one run's float tensors under 64 MiB, at most 16)");
   sub.add_option("--activation-type", o->activation_type,
                  "u8 (default) or s8: the type the table's scales and zero points are for");
   sub.add_flag("--symmetric", o->symmetric, "Symmetric ranges in the table's parameters");

@@ -40,7 +40,8 @@ struct Options {
   std::string input, output, mode, calibration, table, method = "minmax";
   std::string activation_type = "u8", weight_type = "s8", eval, labels, report;
   std::vector<std::string> exclude;
-  int64_t max_samples = 0, batch = 16;
+  int64_t max_samples = 0;
+  std::string batch = "auto";
   int threads = 0;
   bool per_channel = false, symmetric = false, reduce_range = false, json = false;
   std::optional<double> accuracy_budget, max_error;  // layer selection (one of them)
@@ -852,7 +853,8 @@ int RunQuantize(const Options& o) {
     if (v && !(*v >= 0)) return ReportError(UsageError("{} must be >= 0, got {}", flag, *v));
   if (o.latency_runs < 0)
     return ReportError(UsageError("--latency-runs must be >= 0, got {}", o.latency_runs));
-  if (o.batch < 1) return ReportError(UsageError("--batch must be >= 1, got {}", o.batch));
+  auto batch = ParseBatch(o.batch);
+  if (!batch.ok()) return ReportError(batch.status());
   if (o.max_samples < 0)
     return ReportError(UsageError("--max-samples must be >= 0, got {}", o.max_samples));
   if (std::filesystem::exists(o.output) && std::filesystem::exists(o.input) &&
@@ -895,20 +897,20 @@ int RunQuantize(const Options& o) {
       st = quant::PrepareForQuantization(*cal.value());
       if (!st.ok()) return ReportError(st);
       std::shared_ptr<const ir::Model> cm(std::move(cal).value());
-      int64_t samples = 0;
-      auto sets =
-          LoadSamples(o.calibration, "--calibration", cm->graph, o.batch, o.max_samples, &samples);
+      auto sets = LoadSets(o.calibration, "--calibration", cm->graph);
       if (!sets.ok()) return ReportError(sets.status());
       quant::CalibrateOptions co;
       co.method = method.value();
       co.activation_type = qo.activation_type;
       co.symmetric = qo.symmetric;
       co.threads = o.threads;
+      co.batch = batch.value();
+      co.max_samples = o.max_samples;
       co.progress = [](size_t i, size_t n) { Progress("calibrate", i, n); };
       auto t = quant::RunCalibration(cm, std::move(sets).value(), co);
       if (!t.ok()) return ReportError(t.status().With("calibration"));
       table = std::move(t).value();
-      res.ranges = fmt::format("calibrated on {} ({} samples, {})", o.calibration, samples,
+      res.ranges = fmt::format("calibrated on {} ({} samples, {})", o.calibration, table.samples,
                                table.method.ToString());
     }
   }
@@ -1000,7 +1002,8 @@ void SetupQuantize(CLI::App& sub, Action* action) {
   sub.add_option("--method", o->method,
                  "with --calibration: minmax (default), percentile[:P] or entropy");
   sub.add_option("--max-samples", o->max_samples, "with --calibration: at most N samples");
-  sub.add_option("--batch", o->batch, "with --calibration: samples per run (default 16)");
+  sub.add_option("--batch", o->batch,
+                 "with --calibration: samples per run, N or auto (default; see ferry calibrate)");
   sub.add_flag("--per-channel", o->per_channel, "One weight scale per output channel");
   sub.add_option("--activation-type", o->activation_type, "static: u8 (default) or s8");
   sub.add_option("--weight-type", o->weight_type, "s8 (the only one)");

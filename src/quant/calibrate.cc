@@ -9,6 +9,7 @@
 
 #include "core/npy.h"
 #include "passes/pass_manager.h"
+#include "quant/data.h"
 
 namespace ferry::quant {
 
@@ -47,19 +48,48 @@ Result<Method> ParseMethod(const std::string& text) {
 
 // ---- histogram ----
 
+namespace {
+
+// Values per parallel work item of Histogram::Add.
+constexpr int64_t kHistChunk = int64_t{1} << 15;
+
+bool Finite(float v) {
+  return std::fabs(v) <= std::numeric_limits<float>::max();
+}
+
+}  // namespace
+
+// Two passes over x, each split into chunks over the OpenMP threads (the session's pool, so no
+// second set of threads spins beside it): min/max and the non-finite count, then the bin
+// counts. Counts are integers and min/max are order-free, so the result does not depend on the
+// thread count. Four sub-histograms per thread break the store-to-load chain of runs of equal
+// values (a ReLU output is half zeros, all in one bin).
 void Histogram::Add(const float* x, int64_t n) {
-  double bmin = std::numeric_limits<double>::infinity(), bmax = -bmin;
-  int64_t finite = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    if (!std::isfinite(v)) {
-      ++non_finite;
-      continue;
+  const int64_t chunks = (n + kHistChunk - 1) / kHistChunk;
+  float bmin = std::numeric_limits<float>::infinity(), bmax = -bmin;
+  int64_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(min : bmin) reduction(max : bmax) \
+    reduction(+ : bad) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* p = x + c * kHistChunk;
+    const int64_t m = std::min(kHistChunk, n - c * kHistChunk);
+    float lo = bmin, hi = bmax;
+    int64_t nb = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = p[i];
+      const bool ok = Finite(v);
+      nb += !ok;
+      lo = ok && v < lo ? v : lo;
+      hi = ok && v > hi ? v : hi;
     }
-    ++finite;
-    bmin = std::min<double>(bmin, v);
-    bmax = std::max<double>(bmax, v);
+    bmin = std::min(bmin, lo);
+    bmax = std::max(bmax, hi);
+    bad += nb;
   }
+  if (bmin == 0) bmin = 0;  // +0 whichever zero a chunk saw first: thread-count independent
+  if (bmax == 0) bmax = 0;
+  non_finite += bad;
+  const int64_t finite = n - bad;
   if (finite == 0) return;
   if (bins.empty()) {
     min = bmin;
@@ -69,23 +99,43 @@ void Histogram::Add(const float* x, int64_t n) {
     if (!(hi > lo)) hi = lo + std::max(1e-6 * std::fabs(lo), 1e-30);
     bins.assign(kBins, 0.0);
   } else {
-    min = std::min(min, bmin);
-    max = std::max(max, bmax);
+    min = std::min<double>(min, bmin);
+    max = std::max<double>(max, bmax);
     if (bmin < lo || bmax > hi) {
       double w = hi - lo;
-      double nlo = bmin < lo ? std::min(bmin, lo - 0.25 * w) : lo;
-      double nhi = bmax > hi ? std::max(bmax, hi + 0.25 * w) : hi;
+      double nlo = bmin < lo ? std::min<double>(bmin, lo - 0.25 * w) : lo;
+      double nhi = bmax > hi ? std::max<double>(bmax, hi + 0.25 * w) : hi;
       Grow(nlo, nhi);
     }
   }
   count += finite;
-  const double k = kBins / (hi - lo);
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    if (!std::isfinite(v)) continue;
-    auto b = static_cast<int64_t>((v - lo) * k);
-    bins[static_cast<size_t>(std::clamp<int64_t>(b, 0, kBins - 1))] += 1;
+  const double base = lo, k = kBins / (hi - lo);
+  std::vector<int64_t> total(kBins, 0);
+#pragma omp parallel if (chunks > 1)
+  {
+    std::vector<uint32_t> sub(4 * kBins, 0);  // chunk counts fit: kHistChunk < 2^32
+    std::vector<int64_t> mine(kBins, 0);
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float* p = x + c * kHistChunk;
+      const int64_t m = std::min(kHistChunk, n - c * kHistChunk);
+      for (int64_t i = 0; i < m; ++i) {
+        const float v = p[i];
+        if (!Finite(v)) continue;
+        auto b = static_cast<int64_t>((v - base) * k);
+        ++sub[static_cast<size_t>((i & 3) * kBins + std::clamp<int64_t>(b, 0, kBins - 1))];
+      }
+      for (int j = 0; j < kBins; ++j) {
+        const size_t u = static_cast<size_t>(j);
+        mine[u] += int64_t{sub[u]} + sub[u + kBins] + sub[u + 2 * kBins] + sub[u + 3 * kBins];
+        sub[u] = sub[u + kBins] = sub[u + 2 * kBins] = sub[u + 3 * kBins] = 0;
+      }
+    }
+#pragma omp critical(ferry_histogram)
+    for (int j = 0; j < kBins; ++j) total[static_cast<size_t>(j)] += mine[static_cast<size_t>(j)];
   }
+  for (int j = 0; j < kBins; ++j)
+    bins[static_cast<size_t>(j)] += static_cast<double>(total[static_cast<size_t>(j)]);
 }
 
 void Histogram::Grow(double new_lo, double new_hi) {
@@ -307,6 +357,7 @@ void Calibrator::Observe(const std::string& name, const Value& value) {
     order_.push_back(name);
   }
   const Tensor& t = value.tensor();
+  bytes_ += static_cast<int64_t>(t.nbytes());
   it->second.Add(t.data<float>(), t.size());
 }
 
@@ -343,14 +394,53 @@ Result<Table> RunCalibration(std::shared_ptr<const ir::Model> model,
   Calibrator cal;
   runtime::RunOptions ro;
   ro.observer = cal.Observer();
-  for (size_t i = 0; i < sets.size(); ++i) {
-    if (options.progress) options.progress(i, sets.size());
-    for (const auto& [name, v] : sets[i].inputs) cal.Observe(name, v);
-    auto outs = session.value()->Run(sets[i].inputs, ro);
-    if (!outs.ok()) return outs.status().With(fmt::format("set {}", sets[i].name));
-    sets[i].inputs.clear();
+  const ir::Graph& graph = model->graph;
+  int64_t total = 0;  // samples to run; a set that cannot be cut counts as one
+  for (const auto& set : sets) {
+    const int64_t n = SplittableRows(set, graph);
+    total += n < 0 ? 1 : n;
   }
-  return cal.Finish(options.method, options.activation_type, options.symmetric);
+  if (options.max_samples > 0) total = std::min(total, options.max_samples);
+  int64_t batch = std::max<int64_t>(options.batch, 0), done = 0, runs = 0;
+  auto run = [&](const verify::DataSet& part, int64_t rows) -> Status {
+    if (options.progress) options.progress(static_cast<size_t>(done), static_cast<size_t>(total));
+    for (const auto& [name, v] : part.inputs) cal.Observe(name, v);
+    auto outs = session.value()->Run(part.inputs, ro);
+    if (!outs.ok()) return outs.status().With(fmt::format("set {}", part.name));
+    done += rows;
+    ++runs;
+    if (batch == 0) {  // auto, after the one-sample run
+      const int64_t per_sample = std::max<int64_t>(1, cal.bytes_observed() / rows);
+      batch = std::clamp<int64_t>(kAutoBatchBytes / per_sample, 1, kMaxAutoBatch);
+    }
+    return Status::Ok();
+  };
+  for (auto& set : sets) {
+    if (done >= total) break;
+    const int64_t rows = SplittableRows(set, graph);
+    if (rows < 0) {
+      FERRY_RETURN_IF_ERROR(run(set, 1));
+    } else {
+      const int64_t n = std::min(rows, total - done);
+      for (int64_t b = 0; b < n;) {
+        const int64_t e = std::min(n, b + std::max<int64_t>(batch, 1));
+        if (b == 0 && e == rows) {
+          FERRY_RETURN_IF_ERROR(run(set, e - b));
+        } else {
+          FERRY_RETURN_IF_ERROR(run(SliceSet(set, b, e), e - b));
+        }
+        b = e;
+      }
+    }
+    set.inputs.clear();  // released once run
+  }
+  if (options.progress && total > 0)
+    options.progress(static_cast<size_t>(total) - 1, static_cast<size_t>(total));
+  Table t = cal.Finish(options.method, options.activation_type, options.symmetric);
+  t.samples = done;
+  t.runs = runs;
+  t.batch = std::max<int64_t>(batch, 1);
+  return t;
 }
 
 Status PrepareForQuantization(ir::Model& model) {

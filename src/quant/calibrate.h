@@ -76,6 +76,8 @@ struct Table {
   bool symmetric = false;
   int64_t samples = 0;
   std::vector<TensorRange> tensors;  // in the order calibration first saw them
+  // How RunCalibration ran the samples (not part of the JSON): engine runs and samples per run.
+  int64_t runs = 0, batch = 0;
 
   const TensorRange* Find(const std::string& name) const;
 };
@@ -95,10 +97,13 @@ class Calibrator {
   // Ranges by method, with parameters for `type`/`symmetric`.
   Table Finish(const Method& method, DType type, bool symmetric) const;
   size_t tensors() const { return order_.size(); }
+  // Bytes of float tensors shown so far (what one sample produces, after a one-sample run).
+  int64_t bytes_observed() const { return bytes_; }
 
  private:
   std::map<std::string, Histogram> hist_;
   std::vector<std::string> order_;
+  int64_t bytes_ = 0;
 };
 
 struct CalibrateOptions {
@@ -106,12 +111,22 @@ struct CalibrateOptions {
   DType activation_type = DType::kUint8;
   bool symmetric = false;
   int threads = 0;
-  // Called before each set (index, count) for progress output; may be empty.
+  // Samples per run, for sets holding many along their first axis (SplitSamples' rule). 0 =
+  // auto: the first sample runs alone, then as many per run as keep the float tensors one run
+  // produces under kAutoBatchBytes (1 to 16) — the batch's activations are what calibration
+  // adds to a plain run's memory.
+  int64_t batch = 0;
+  int64_t max_samples = 0;  // use the first N samples (0: all)
+  // Called before each run (samples done, samples in all) for progress output; may be empty.
   std::function<void(size_t, size_t)> progress;
 };
+inline constexpr int64_t kAutoBatchBytes = int64_t{64} << 20;
+inline constexpr int64_t kMaxAutoBatch = 16;
 
-// Runs `sets` through a Session of `model` (inputs observed too) and returns the table. Each
-// set's inputs are released once it has run. Errors name the set.
+// Runs `sets` (as loaded, one set may hold many samples) through a Session of `model`, cut
+// into runs of `options.batch` samples as they go (a run's rows are copied just before it and
+// a set is released once its last run is done), observing inputs too, and returns the table
+// with samples/runs/batch filled in. Errors name the set and rows.
 Result<Table> RunCalibration(std::shared_ptr<const ir::Model> model,
                              std::vector<verify::DataSet> sets, const CalibrateOptions& options);
 

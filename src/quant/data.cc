@@ -16,10 +16,6 @@ Tensor SliceRows(const Tensor& t, int64_t begin, int64_t end) {
   return out;
 }
 
-namespace {
-
-// N when every input of `set` is a non-string tensor of rank >= 1 with first dim N and the
-// graph declares that dim non-fixed; -1 otherwise.
 int64_t SplittableRows(const verify::DataSet& set, const ir::Graph& graph) {
   int64_t n = -1;
   for (const auto& [name, v] : set.inputs) {
@@ -35,7 +31,13 @@ int64_t SplittableRows(const verify::DataSet& set, const ir::Graph& graph) {
   return n;
 }
 
-}  // namespace
+verify::DataSet SliceSet(const verify::DataSet& set, int64_t begin, int64_t end) {
+  verify::DataSet part;
+  part.name = fmt::format("{}[{}:{}]", set.name, begin, end);
+  for (const auto& [name, v] : set.inputs)
+    part.inputs.emplace_back(name, Value(SliceRows(v.tensor(), begin, end)));
+  return part;
+}
 
 std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, const ir::Graph& graph,
                                           int64_t batch, int64_t max_samples, int64_t* samples) {
@@ -57,11 +59,7 @@ std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, con
         out.push_back(std::move(set));
         break;
       }
-      verify::DataSet part;
-      part.name = fmt::format("{}[{}:{}]", set.name, b, e);
-      for (const auto& [name, v] : set.inputs)
-        part.inputs.emplace_back(name, Value(SliceRows(v.tensor(), b, e)));
-      out.push_back(std::move(part));
+      out.push_back(SliceSet(set, b, e));
     }
     kept += n;
   }

@@ -17,6 +17,14 @@ namespace ferry::quant {
 std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, const ir::Graph& graph,
                                           int64_t batch, int64_t max_samples, int64_t* samples);
 
+// N when every input of `set` is a non-string tensor of rank >= 1 with first dimension N and
+// the graph declares that dimension symbolic or unknown (the set can be cut into samples); -1
+// otherwise.
+int64_t SplittableRows(const verify::DataSet& set, const ir::Graph& graph);
+
+// Rows [begin, end) of every input of `set` (copies), named "set[begin:end]".
+verify::DataSet SliceSet(const verify::DataSet& set, int64_t begin, int64_t end);
+
 // Rows [begin, end) of `t` along axis 0 (a copy). Not for strings.
 Tensor SliceRows(const Tensor& t, int64_t begin, int64_t end);
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "graph_builders.h"
 #include "quant/data.h"
@@ -34,6 +35,48 @@ TEST(QuantHistogram, MinMaxAndGrowthKeepCounts) {
   auto [lo, hi] = h.Range(Method{});
   EXPECT_DOUBLE_EQ(lo, -10);
   EXPECT_DOUBLE_EQ(hi, 50);
+}
+
+// Many chunks (the parallel path), runs of zeros, NaN and +-inf: the bins equal a plain serial
+// binning with the same formula, and do not depend on the thread count.
+TEST(QuantHistogram, ParallelAddMatchesSerialBinningAtAnyThreadCount) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.f, 3.f);
+  std::vector<float> a(300001), b(70000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = (i / 1000) % 2 ? 0.f : n(rng);  // ReLU-like runs
+  for (auto& v : b) v = 4.f * n(rng);  // wider: the histogram grows
+  a[5] = std::numeric_limits<float>::quiet_NaN();
+  a[200000] = std::numeric_limits<float>::infinity();
+  b[69999] = -std::numeric_limits<float>::infinity();
+  // The serial reference of the first Add: [min, max] of the finite values, 2048 bins.
+  double mn = 1e30, mx = -1e30;
+  for (float v : a)
+    if (std::isfinite(v)) mn = std::min<double>(mn, v), mx = std::max<double>(mx, v);
+  std::vector<double> expect(Histogram::kBins, 0.0);
+  for (float v : a) {
+    if (!std::isfinite(v)) continue;
+    auto k = static_cast<int64_t>((v - mn) * (Histogram::kBins / (mx - mn)));
+    expect[static_cast<size_t>(std::clamp<int64_t>(k, 0, Histogram::kBins - 1))] += 1;
+  }
+  std::vector<Histogram> hs;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    Histogram h;
+    h.Add(a.data(), static_cast<int64_t>(a.size()));
+    EXPECT_EQ(h.bins, expect) << threads << " threads";
+    EXPECT_DOUBLE_EQ(h.min, mn);
+    EXPECT_DOUBLE_EQ(h.max, mx);
+    EXPECT_EQ(h.non_finite, 2);
+    h.Add(b.data(), static_cast<int64_t>(b.size()));
+    EXPECT_EQ(h.non_finite, 3);
+    EXPECT_EQ(h.count, static_cast<int64_t>(a.size() + b.size()) - 3);
+    hs.push_back(std::move(h));
+  }
+  omp_set_num_threads(omp_get_num_procs());
+  EXPECT_EQ(hs[0].bins, hs[1].bins);
+  EXPECT_EQ(hs[0].bins, hs[2].bins);
+  EXPECT_EQ(hs[0].lo, hs[2].lo);
+  EXPECT_EQ(hs[0].hi, hs[2].hi);
 }
 
 TEST(QuantHistogram, PercentileClipsTheTail) {
@@ -148,6 +191,57 @@ std::unique_ptr<ir::Model> ConvReluModel() {
   g.nodes.push_back(testing::MakeNode("Relu", {"c"}, {"r"}));
   g.nodes.push_back(testing::MakeNode("GlobalAveragePool", {"r"}, {"y"}));
   return m;
+}
+
+// Conv -> Relu -> GlobalAveragePool with a symbolic batch, and 5 samples in one set: the runs
+// follow --batch (auto: one sample, then the rest at once for this tiny model), --max-samples
+// keeps the first N, and the table does not depend on how the samples were batched.
+TEST(QuantCalibrate, RunsFollowTheBatchAndTheTableDoesNot) {
+  auto m = ConvReluModel();
+  m->graph.inputs[0] =
+      testing::FloatValue("x", std::vector<ir::Dim>{ir::Dim{std::nullopt, "n"}, ir::Dim{2, ""},
+                                                    ir::Dim{4, ""}, ir::Dim{4, ""}});
+  m->graph.outputs[0] =
+      testing::FloatValue("y", std::vector<ir::Dim>{ir::Dim{std::nullopt, "n"}, ir::Dim{3, ""},
+                                                    ir::Dim{1, ""}, ir::Dim{1, ""}});
+  std::shared_ptr<const ir::Model> model(std::move(m));
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  Tensor x(DType::kFloat, {5, 2, 4, 4});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = u(rng);
+  auto calibrate = [&](int64_t batch, int64_t max_samples) {
+    verify::DataSet set;
+    set.name = "x.npy";
+    set.inputs.emplace_back("x", Value(x));
+    CalibrateOptions o;
+    o.batch = batch;
+    o.max_samples = max_samples;
+    auto t = RunCalibration(model, {set}, o);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return t.ok() ? std::move(t).value() : Table{};
+  };
+  Table one = calibrate(1, 0), two = calibrate(2, 0), aut = calibrate(0, 0);
+  EXPECT_EQ(one.runs, 5);
+  EXPECT_EQ(two.runs, 3);
+  EXPECT_EQ(aut.runs, 2);  // the probe sample, then 4 (< kMaxAutoBatch) at once
+  EXPECT_EQ(aut.batch, kMaxAutoBatch);
+  for (const Table* t : {&one, &two, &aut}) {
+    EXPECT_EQ(t->samples, 5);
+    ASSERT_EQ(t->tensors.size(), one.tensors.size());
+    for (size_t i = 0; i < one.tensors.size(); ++i) {
+      EXPECT_EQ(t->tensors[i].name, one.tensors[i].name);
+      EXPECT_EQ(t->tensors[i].min, one.tensors[i].min) << one.tensors[i].name;
+      EXPECT_EQ(t->tensors[i].max, one.tensors[i].max) << one.tensors[i].name;
+    }
+  }
+  Table three = calibrate(0, 3);
+  EXPECT_EQ(three.samples, 3);
+  EXPECT_EQ(three.runs, 2);
+  // The first 3 samples only: x's max is theirs.
+  float mx = -1e30f;
+  for (int64_t i = 0; i < 3 * 32; ++i) mx = std::max(mx, x.data<float>()[i]);
+  ASSERT_NE(three.Find("x"), nullptr);
+  EXPECT_EQ(three.Find("x")->max, mx);
 }
 
 TEST(QuantStatic, ConvReluStructureAndNumbers) {
