@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/float_mode.h"
+
 namespace ferry {
 
 int ThreadPool::DefaultThreads() {
@@ -45,6 +47,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     job_ = &fn;
     job_n_ = n;
     job_chunks_ = chunks;
+    job_mode_ = GetFloatMode();
     pending_ = static_cast<int>(chunks) - 1;
     ++generation_;
   }
@@ -61,6 +64,7 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     const std::function<void(int64_t, int64_t)>* job;
     int64_t n, chunks;
+    uint32_t mode;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -69,8 +73,10 @@ void ThreadPool::WorkerLoop(int index) {
       job = job_;
       n = job_n_;
       chunks = job_chunks_;
+      mode = job_mode_;
       if (job == nullptr || index >= chunks) continue;
     }
+    SetFloatMode(mode);  // the caller's (e.g. flushed subnormals, see core/float_mode.h)
     RunChunk(n, chunks, index, *job);
     {
       std::lock_guard<std::mutex> lock(mu_);

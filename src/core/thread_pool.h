@@ -23,7 +23,8 @@ class ThreadPool {
 
   // Runs fn(begin, end) over [0, n) split into at most num_threads() chunks of at least
   // `min_chunk` items. Returns when every chunk is done. Not re-entrant from inside fn:
-  // a nested call runs serially on the calling thread.
+  // a nested call runs serially on the calling thread. Chunks run under the calling thread's
+  // floating-point mode (core/float_mode.h).
   void ParallelFor(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
   static int DefaultThreads();
@@ -37,6 +38,7 @@ class ThreadPool {
   std::condition_variable cv_work_, cv_done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, job_chunks_ = 0;
+  uint32_t job_mode_ = 0;
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;

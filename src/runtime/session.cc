@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/float_mode.h"
 #include "core/thread_pool.h"
 #include "ops/cpu/cpu_kernel.h"
 #include "ops/op.h"
@@ -21,6 +22,7 @@ struct SessionShared {
   std::string provider;
   ops::cpu::ProviderPtr cpu;  // null with provider "reference"
   bool profile = false;
+  bool flush = false;  // SessionOptions::flush_denormals, with the cpu provider
 };
 
 namespace {
@@ -1055,13 +1057,22 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model
   s->shared_->seed = options.seed;
   s->shared_->provider = options.provider;
   s->shared_->profile = options.profile;
-  if (options.provider == "cpu")
+  if (options.provider == "cpu") {
     s->shared_->cpu = ops::cpu::MakeProvider(s->shared_->pool->num_threads());
-  else if (options.provider != "reference")
+    s->shared_->flush = options.flush_denormals;
+  } else if (options.provider != "reference")
     return UnsupportedError("unknown provider '{}' (known: cpu, reference)", options.provider);
   for (const auto& vi : s->model_->graph.inputs) s->inputs_.push_back(&vi);
   s->root_ = std::make_unique<GraphExecutor>(s->model_->graph, s->shared_.get());
-  FERRY_RETURN_IF_ERROR(s->root_->Build({}));
+  const bool flush = s->shared_->flush;
+  Status built;
+  {
+    ScopedFlushDenormals mode(flush);  // constants folded at build as a run would compute them
+    if (s->shared_->cpu) ops::cpu::BeginRun(s->shared_->cpu.get(), flush);
+    built = s->root_->Build({});
+  }
+  if (s->shared_->cpu) ops::cpu::EndRun(s->shared_->cpu.get(), flush);
+  FERRY_RETURN_IF_ERROR(built);
   return s;
 }
 
@@ -1153,8 +1164,15 @@ Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string,
     }
   }
   std::vector<Value> outs;
-  if (shared_->cpu) ops::cpu::BeginRun(shared_->cpu.get());
-  FERRY_RETURN_IF_ERROR(root_->Run(nullptr, ordered, &outs, &options));
+  const bool flush = shared_->flush;
+  Status ran;
+  {
+    ScopedFlushDenormals mode(flush);
+    if (shared_->cpu) ops::cpu::BeginRun(shared_->cpu.get(), flush);
+    ran = root_->Run(nullptr, ordered, &outs, &options);
+  }
+  if (shared_->cpu) ops::cpu::EndRun(shared_->cpu.get(), flush);
+  FERRY_RETURN_IF_ERROR(ran);
   return outs;
 }
 

@@ -34,6 +34,10 @@ struct SessionOptions {
   uint64_t seed = 0;             // for random ops without a seed attribute
   std::string provider = "cpu";  // "cpu" or "reference"
   bool profile = false;          // time every node (NodeReport::total_ms)
+  // Provider "cpu": runs (and session build) with subnormal floats flushed to zero on every
+  // thread that computes (x86 FTZ + DAZ, core/float_mode.h); the caller's mode is restored
+  // afterwards. Provider "reference" never flushes: it is the IEEE spec.
+  bool flush_denormals = true;
 };
 
 // One top-level node, in execution order: where it runs and, with profiling, how long it took.

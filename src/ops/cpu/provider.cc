@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "core/float_mode.h"
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
 
@@ -33,12 +34,28 @@ ProviderPtr MakeProvider(int threads) {
   return ProviderPtr(new Provider(threads));
 }
 
-void BeginRun(Provider* p) {
+namespace {
+
+void CopyFloatModeToWorkers([[maybe_unused]] Provider* p) {
+#ifdef _OPENMP
+  if (p->threads() <= 1) return;
+  const uint32_t mode = GetFloatMode();
+#pragma omp parallel num_threads(p->threads())
+  SetFloatMode(mode);
+#endif
+}
+
+}  // namespace
+
+void BeginRun(Provider* p, bool copy_float_mode) {
 #ifdef _OPENMP
   if (omp_get_max_threads() != p->threads()) omp_set_num_threads(p->threads());
-#else
-  (void)p;
 #endif
+  if (copy_float_mode) CopyFloatModeToWorkers(p);
+}
+
+void EndRun(Provider* p, bool copy_float_mode) {
+  if (copy_float_mode) CopyFloatModeToWorkers(p);
 }
 
 namespace {
