@@ -8,8 +8,9 @@
 
 namespace ferry::ops::cpu {
 
-std::span<const KernelDef> ConvKernels();  // conv.cc: Conv (oneDNN)
-std::span<const KernelDef> PoolKernels();  // pool.cc: MaxPool, AveragePool, GlobalAveragePool
+std::span<const KernelDef> ConvKernels();    // conv.cc: Conv (oneDNN)
+std::span<const KernelDef> DeconvKernels();  // deconv.cc: ConvTranspose (oneDNN)
+std::span<const KernelDef> PoolKernels();    // pool.cc: MaxPool, AveragePool, GlobalAveragePool
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
 std::span<const KernelDef> NormKernels();  // norm.cc: Softmax, ReduceMean/Sum, LayerNormalization
@@ -22,8 +23,8 @@ std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalizat
 // qmatmul.cc: DynamicQuantizeLinear, MatMulInteger, QLinearMatMul (own int8 GEMM, qgemm.h)
 std::span<const KernelDef> QMatMulKernels();
 std::span<const Pattern> QMatMulPatterns();  // qmatmul.cc: the dynamic-quantized MatMul chain
-std::span<const KernelDef> QuantKernels();      // qconv.cc: QuantizeLinear, DequantizeLinear
-std::span<const Pattern> QuantPatterns();       // qconv.cc: QDQ Conv / Gemm as int8 (oneDNN)
+std::span<const KernelDef> QuantKernels();   // qconv.cc: QuantizeLinear, DequantizeLinear
+std::span<const Pattern> QuantPatterns();    // qconv.cc: QDQ Conv / Gemm as int8 (oneDNN)
 
 // Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
 void SetRnnScalarOnlyForTesting(bool on);

@@ -65,7 +65,8 @@ std::vector<const KernelDef*> BuildTable() {
   const std::span<const KernelDef> families[] = {
       ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
       NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
-      ConcatKernels(), BatchNormKernels(), QMatMulKernels(),     QuantKernels()};
+      ConcatKernels(), BatchNormKernels(), QMatMulKernels(),     QuantKernels(),
+      DeconvKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;

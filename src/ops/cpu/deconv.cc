@@ -1,0 +1,211 @@
+// cpu kernel: 2-D ConvTranspose (float32) on oneDNN's deconvolution, with fused bias and
+// Relu/Clip/SiLU/HardSwish post-ops (no residual sum).
+//
+// prepare (when the input shapes, layouts or fusion change) validates the node and gets the
+// output shape from its reference prepare, derives the begin pads the way the reference does
+// (explicit pads; VALID; or, when the output size is given by output_shape or SAME_*, from the
+// total padding: SAME_UPPER puts the odd one at the end, otherwise at the begin), and creates a
+// oneDNN deconvolution whose activation and weight layouts oneDNN picks. ONNX's W is
+// [C_in, C_out/group, kH, kW] (oneDNN's iohw / giohw); it is reordered once while it is the
+// same initializer. An end pad below zero (output_shape larger than the full result) declines.
+#include <string>
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+struct DeconvState : KernelState {
+  StateKey key;
+  Shape out_shape;
+  bool fused = false, has_bias = false;
+  Layout out_layout = Layout::kPlain;
+  dnnl::deconvolution_forward prim;
+  memory::desc src_md, dst_md, in_md, out_md, wei_user_md, bias_md;
+  bool reorder_src = false, reorder_dst = false;
+  dnnl::reorder src_reorder, dst_reorder, wei_reorder;
+  memory packed_w;
+  const void* packed_from = nullptr;
+};
+
+bool AcceptsDeconv(const ir::Node& n) {
+  const ir::Attribute* ks = n.attr("kernel_shape");
+  return !ks || ks->ints.size() == 2;
+}
+
+std::vector<int64_t> IntsOr(const OpContext& ctx, const char* name, size_t n, int64_t def) {
+  std::vector<int64_t> v = ctx.attr_ints(name);
+  if (v.size() != n) v.assign(n, def);
+  return v;
+}
+
+Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
+  const size_t n_in = std::min<size_t>(ctx.num_inputs(), 3);
+  if (!ctx.input_is_tensor(0) || !ctx.input_is_tensor(1) || ctx.input(0).dtype() != DType::kFloat ||
+      ctx.input(1).dtype() != DType::kFloat || ctx.input(0).rank() != 4 ||
+      ctx.input(1).rank() != 4 ||
+      (ctx.has_input(2) && (!ctx.input_is_tensor(2) || ctx.input(2).dtype() != DType::kFloat))) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<DeconvState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, n_in));
+    auto fresh = std::make_unique<DeconvState>();
+    fresh->key = key;
+    fresh->out_shape = decl[0].shape;
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Shape& y = fresh->out_shape;
+    const int64_t group = ctx.attr_int("group", 1);
+    if (x.size() == 0 || NumElements(y) == 0 || group < 1) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    const std::vector<int64_t> strides = IntsOr(ctx, "strides", 2, 1),
+                               dil = IntsOr(ctx, "dilations", 2, 1),
+                               pads = IntsOr(ctx, "pads", 4, 0),
+                               out_pad = IntsOr(ctx, "output_padding", 2, 0);
+    const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+    const bool sized = !ctx.attr_ints("output_shape").empty() || auto_pad == "SAME_UPPER" ||
+                       auto_pad == "SAME_LOWER";
+    memory::dims pl(2), pr(2), dd(2), ss(strides.begin(), strides.end());
+    for (int a = 0; a < 2; ++a) {
+      const int64_t in = x.dim(2 + a), k = w.dim(2 + a), out = y[2 + static_cast<size_t>(a)];
+      const int64_t full = strides[a] * (in - 1) + out_pad[a] + (k - 1) * dil[a] + 1;
+      int64_t begin = pads[a];
+      if (sized) {
+        const int64_t total = std::max<int64_t>(0, full - out);
+        begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      } else if (auto_pad == "VALID") {
+        begin = 0;
+      }
+      dd[a] = dil[a] - 1;
+      pl[a] = begin;
+      // oneDNN: out = (in - 1) * stride + (k - 1) * dil + 1 - pl - pr (output_padding is part
+      // of ONNX's full size, so it lowers the end pad).
+      pr[a] = (in - 1) * strides[a] + (k - 1) * dil[a] + 1 - begin - out;
+      if (pl[a] < 0 || pr[a] < 0) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+    }
+    const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+    fresh->in_md = LayoutDesc(x.shape(), in_layout);
+    if (group == 1) {
+      fresh->wei_user_md =
+          memory::desc({w.dim(1), w.dim(0), w.dim(2), w.dim(3)}, memory::data_type::f32, tag::iohw);
+    } else {
+      fresh->wei_user_md = memory::desc({group, w.dim(1), w.dim(0) / group, w.dim(2), w.dim(3)},
+                                        memory::data_type::f32, tag::giohw);
+    }
+    memory::desc wei_any(fresh->wei_user_md.dims(), memory::data_type::f32, tag::any);
+    fresh->has_bias = ctx.has_input(2);
+    if (fresh->has_bias) fresh->bias_md = memory::desc({y[1]}, memory::data_type::f32, tag::a);
+    const Fusion& f = slot.fusion;
+    const bool fuse = f.any() && !f.sum;
+    dnnl::primitive_attr attr;
+    if (fuse) {
+      dnnl::post_ops po;
+      if (f.act == Fusion::Act::kRelu)
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      if (f.act == Fusion::Act::kClip)
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, f.lo, f.hi);
+      if (f.act == Fusion::Act::kSwish)
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.f, 0.f);
+      if (f.act == Fusion::Act::kHardSwish)
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    fresh->fused = fuse;
+    const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
+    try {
+      dnnl::engine& eng = slot.provider->engine();
+      auto any = [](const Shape& s) {
+        return memory::desc(Dims(s), memory::data_type::f32, tag::any);
+      };
+      dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                          dnnl::algorithm::deconvolution_direct, any(x.shape()),
+                                          wei_any, fresh->bias_md, any(y), ss, dd, pl, pr);
+      dnnl::deconvolution_forward::primitive_desc pd(d, attr, eng);
+      fresh->prim = dnnl::deconvolution_forward(pd);
+      fresh->src_md = pd.src_desc();
+      fresh->dst_md = pd.dst_desc();
+      fresh->reorder_src = fresh->src_md != fresh->in_md;
+      if (fresh->reorder_src)
+        fresh->src_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->in_md, eng, fresh->src_md));
+      fresh->out_layout = nhwc_ok ? LayoutOf(fresh->dst_md, y) : Layout::kPlain;
+      fresh->out_md = LayoutDesc(y, fresh->out_layout);
+      fresh->reorder_dst = fresh->dst_md != fresh->out_md;
+      if (fresh->reorder_dst)
+        fresh->dst_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->dst_md, eng, fresh->out_md));
+      fresh->packed_w = memory(pd.weights_desc(), eng);
+      fresh->wei_reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(eng, fresh->wei_user_md, eng, pd.weights_desc()));
+    } catch (const dnnl::error&) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    slot.state = std::move(fresh);
+    st = static_cast<DeconvState*>(slot.state.get());
+  }
+  const void* wptr = ctx.input(1).raw();
+  const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  if (!w_const || st->packed_from != wptr) {
+    dnnl::engine& eng = slot.provider->engine();
+    memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
+    st->wei_reorder.execute(slot.provider->stream(), user, st->packed_w);
+    slot.provider->stream().wait();
+    st->packed_from = w_const ? wptr : nullptr;
+  }
+  ctx.set_output(0, DType::kFloat, st->out_shape);
+  slot.fused = st->fused;
+  slot.out_layouts.assign(1, st->out_layout);
+  return Status::Ok();
+}
+
+void RunDeconv(OpContext& ctx, NodeSlot& slot) {
+  auto* st = static_cast<DeconvState*>(slot.state.get());
+  Provider& p = *slot.provider;
+  dnnl::engine& eng = p.engine();
+  dnnl::stream& s = p.stream();
+  memory src(st->in_md, eng, const_cast<void*>(ctx.input(0).raw()));
+  if (st->reorder_src) {
+    memory tmp(st->src_md, eng, p.Scratch(0, st->src_md.get_size()));
+    st->src_reorder.execute(s, src, tmp);
+    src = tmp;
+  }
+  void* y = ctx.output(0).raw();
+  memory dst = st->reorder_dst ? memory(st->dst_md, eng, p.Scratch(1, st->dst_md.get_size()))
+                               : memory(st->dst_md, eng, y);
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st->packed_w}, {DNNL_ARG_DST, dst}};
+  if (st->has_bias)
+    args[DNNL_ARG_BIAS] = memory(st->bias_md, eng, const_cast<void*>(ctx.input(2).raw()));
+  st->prim.execute(s, args);
+  if (st->reorder_dst) {
+    memory out(st->out_md, eng, y);
+    st->dst_reorder.execute(s, dst, out);
+  }
+  s.wait();
+}
+
+constexpr KernelDef kKernels[] = {
+    {"", "ConvTranspose", 1, 1000, AcceptsDeconv, 0b1, 3, PrepareDeconv, RunDeconv},
+};
+
+}  // namespace
+
+std::span<const KernelDef> DeconvKernels() {
+  return kKernels;
+}
+
+}  // namespace ferry::ops::cpu
