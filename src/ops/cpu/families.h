@@ -10,6 +10,7 @@ namespace ferry::ops::cpu {
 
 std::span<const KernelDef> ConvKernels();    // conv.cc: Conv (oneDNN)
 std::span<const KernelDef> DeconvKernels();  // deconv.cc: ConvTranspose (oneDNN)
+std::span<const KernelDef> ResizeKernels();  // resize.cc: Resize, Upsample (own loops)
 std::span<const KernelDef> PoolKernels();    // pool.cc: MaxPool, AveragePool, GlobalAveragePool
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)

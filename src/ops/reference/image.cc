@@ -6,25 +6,13 @@
 // then each output element is the weighted sum over the cartesian product of its taps. Weights
 // and sums are computed in double, as the ONNX numpy reference does.
 #include "ops/reference/common.h"
+#include "ops/reference/resize.h"
 
 namespace ferry::ops {
 
 namespace {
 
-enum class Mode { kNearest, kLinear, kCubic };
-
-struct ResizeConfig {
-  Mode mode = Mode::kNearest;
-  std::string ctm;           // coordinate_transformation_mode
-  std::string nearest_mode;  // round_prefer_floor, round_prefer_ceil, floor, ceil, simple
-  double cubic_a = -0.75;
-  bool exclude_outside = false, antialias = false;
-  double extrapolation_value = 0;
-  Shape out;
-  std::vector<double> scales;     // per axis: length_resized / length_original
-  std::vector<double> out_width;  // per axis: in * scale, possibly fractional
-  std::vector<double> roi_start, roi_end;
-};
+using Mode = ResizeMode;
 
 // A tensor input counts as given when present and non-empty (opset 11 passes empty tensors).
 bool Given(const OpContext& ctx, size_t i) {
@@ -44,6 +32,8 @@ Result<Mode> ParseMode(const OpContext& ctx) {
   if (m == "cubic" && ctx.node().op_type == "Resize") return Mode::kCubic;
   return NodeUnsupported(ctx, "mode '{}' is not supported", m);
 }
+
+}  // namespace
 
 Result<ResizeConfig> GetResizeConfig(const OpContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -160,13 +150,7 @@ Result<ResizeConfig> GetResizeConfig(const OpContext& ctx) {
   return c;
 }
 
-// The taps of one axis: for output coordinate o, taps [begin[o], begin[o+1]) of idx / w, or
-// extrapolate[o] when tf_crop_and_resize maps it outside the input.
-struct AxisTaps {
-  std::vector<int64_t> begin, idx;
-  std::vector<double> w;
-  std::vector<uint8_t> extrapolate;
-};
+namespace {
 
 double CubicWeight(double x, double a) {
   x = std::abs(x);
@@ -196,8 +180,10 @@ double OriginalCoordinate(const ResizeConfig& c, size_t d, int64_t in_len, int64
   return r + s * (in - 1);
 }
 
-AxisTaps ComputeTaps(const ResizeConfig& c, size_t d, int64_t in_len, int64_t out_len) {
-  AxisTaps t;
+}  // namespace
+
+ResizeTaps ComputeResizeTaps(const ResizeConfig& c, size_t d, int64_t in_len, int64_t out_len) {
+  ResizeTaps t;
   t.begin.push_back(0);
   t.extrapolate.assign(static_cast<size_t>(out_len), 0);
   // Antialiasing stretches the filter by 1/scale when downscaling.
@@ -261,6 +247,8 @@ AxisTaps ComputeTaps(const ResizeConfig& c, size_t d, int64_t in_len, int64_t ou
   return t;
 }
 
+namespace {
+
 Status PrepareResize(OpContext& ctx) {
   bool upsample = ctx.node().op_type == "Upsample";
   size_t max_in = upsample ? (ctx.opset() < 9 ? 1 : 2) : (ctx.opset() < 11 ? 2 : 4);
@@ -292,9 +280,9 @@ void RunResize(OpContext& ctx) {
   Tensor& y = ctx.output(0);
   const size_t rank = static_cast<size_t>(x.rank());
   if (y.size() == 0) return;
-  std::vector<AxisTaps> taps(rank);
+  std::vector<ResizeTaps> taps(rank);
   for (size_t d = 0; d < rank; ++d)
-    taps[d] = ComputeTaps(c, d, x.dim(static_cast<int64_t>(d)), c.out[d]);
+    taps[d] = ComputeResizeTaps(c, d, x.dim(static_cast<int64_t>(d)), c.out[d]);
   std::vector<int64_t> in_strides = Strides(x.shape());
   VisitNumeric(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -316,7 +304,7 @@ void RunResize(OpContext& ctx) {
         // Weighted sum over the cartesian product of the axes' taps (innermost axis fastest).
         auto sum = [&](auto&& self, size_t d, int64_t offset) -> double {
           if (d == rank) return static_cast<double>(static_cast<ComputeType<T>>(src[offset]));
-          const AxisTaps& t = taps[d];
+          const ResizeTaps& t = taps[d];
           double acc = 0;
           for (int64_t j = t.begin[oc[d]]; j < t.begin[oc[d] + 1]; ++j)
             acc += t.w[j] * self(self, d + 1, offset + t.idx[j] * in_strides[d]);
