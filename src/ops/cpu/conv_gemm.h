@@ -12,8 +12,8 @@
 //    padding;
 //  * for each 64-column panel and each 128-long K chunk, a 6 x 64 register tile (24 zmm
 //    accumulators) per pixel block, the C tile kept in a small [pixels][64] buffer between the
-//    chunks; the next chunk of B is prefetched into L2 (one line per step) while the current
-//    one (32 KB) is reused from L1 by every pixel block;
+//    chunks; B is prefetched into L2 two chunks ahead (its lines spread over the passes) while
+//    the current chunk (32 KB) is reused from L1 by every pixel block;
 //  * the epilogue adds the residual, clamps (Relu / Clip) and writes the output layout (NHWC
 //    vectorized, any other Layout through a scalar path). The bias initializes the C tile.
 // Panels are split over the OpenMP threads (deterministic: each output element is summed by one
