@@ -93,7 +93,6 @@ struct Args {
   const WinogradShape* s;
   int64_t m, kk, panels;
   const float* xs;    // the input in NHWC
-  float* a;           // packed A: block of pixels [p0, p0 + R) at a + p0 * kk, [kk][R]
   const float* b;     // packed B: [panels][kk][64]
   const float* bias;  // panels * 64 floats
   float* c;           // C tiles: [panels][m][64]
@@ -103,13 +102,14 @@ struct Args {
   float lo, hi;
 };
 
-// Packs pixel blocks [b0, b1) of A from the NHWC input.
-void PackA(const Args& g, int64_t b0, int64_t b1) {
+// Packs pixel blocks [b0, b1) of A from the NHWC input: block [p0, p0 + R) at a + p0 * kk,
+// [kk][R].
+void PackA(const Args& g, float* a, int64_t b0, int64_t b1) {
   const WinogradShape& s = *g.s;
   const int64_t hw = s.oh * s.ow, C = s.c;
   for (int64_t blk = b0; blk < b1; ++blk) {
     const int64_t p0 = blk * kRows, rows = std::min(kRows, g.m - p0);
-    float* base = g.a + p0 * g.kk;
+    float* base = a + p0 * g.kk;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t p = p0 + r, n = p / hw, oy = p % hw / s.ow, ox = p % s.ow;
       for (int64_t t = 0; t < 9; ++t) {
@@ -163,7 +163,7 @@ FERRY_AVX512 void Epilogue(const Args& g, int64_t np) {
 }
 
 // Panel np: C = bias, then the K chunks, each over every pixel block, then the epilogue.
-FERRY_AVX512 void Panel(const Args& g, int64_t np) {
+FERRY_AVX512 void Panel(const Args& g, const float* a, int64_t np) {
   float* cp = g.c + np * g.m * kCols;
   for (int64_t p = 0; p < g.m; ++p) std::memcpy(cp + p * kCols, g.bias + np * kCols, kCols * 4);
   const float* b_end = g.b + g.panels * g.kk * kCols;
@@ -187,7 +187,7 @@ FERRY_AVX512 void Panel(const Args& g, int64_t np) {
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t p0 = blk * kRows, rows = std::min(kRows, g.m - p0);
       const int64_t npf = std::clamp<int64_t>(lines - blk * per, 0, per);
-      TileRows(rows, g.a + p0 * g.kk + k0 * rows, bp, n, cp + p0 * kCols,
+      TileRows(rows, a + p0 * g.kk + k0 * rows, bp, n, cp + p0 * kCols,
                npf > 0 ? next + blk * per * kLine : nullptr, npf, every);
     }
   }
@@ -219,7 +219,12 @@ ConvGemm::ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, co
     return at;
   };
   off_x_ = take(in_ == Layout::kNhwc ? 0 : sizeof(float) * s.n * s.h * s.w * s.c);
-  off_a_ = take(sizeof(float) * m_ * kk_);
+#ifdef _OPENMP
+  // (The run's thread count is set when it starts; more threads than panels would idle.)
+  threads_ = static_cast<int>(
+      std::clamp<int64_t>(std::max(omp_get_max_threads(), omp_get_num_procs()), 1, panels_));
+#endif
+  off_a_ = take(sizeof(float) * m_ * kk_ * threads_);
   off_c_ = take(sizeof(float) * panels_ * m_ * kCols);
   off_r_ = take(fusion_.sum && res_ != out_ ? sizeof(float) * s.n * s.k * s.oh * s.ow : 0);
   off_bias_ = take(sizeof(float) * panels_ * kCols);
@@ -253,7 +258,7 @@ void ConvGemm::Run(const float* x, const float* bias, const float* res, float* y
   g.m = m_;
   g.kk = kk_;
   g.panels = panels_;
-  g.a = reinterpret_cast<float*>(sb + off_a_);
+  auto* a = reinterpret_cast<float*>(sb + off_a_);
   g.b = b_.data() + b_off_;
   g.c = reinterpret_cast<float*>(sb + off_c_);
   g.y = y;
@@ -299,20 +304,23 @@ void ConvGemm::Run(const float* x, const float* bias, const float* res, float* y
   }
   const int64_t blocks = (m_ + kRows - 1) / kRows;
 #ifdef _OPENMP
-  if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
-    // Static schedules: each panel (its columns of y) is computed by one thread, in order.
-#pragma omp parallel
+  const int threads = std::min(omp_get_max_threads(), threads_);
+  if (threads > 1 && !omp_in_parallel()) {
+    // Every thread packs its own copy of A (a few % more work, but no barrier between the
+    // phases: on a busy machine a descheduled thread costs a time slice at each one); the
+    // panels are handed out one at a time, each computed by one thread in a fixed order.
+#pragma omp parallel num_threads(threads)
     {
-#pragma omp for schedule(static)
-      for (int64_t blk = 0; blk < blocks; ++blk) PackA(g, blk, blk + 1);
-#pragma omp for schedule(static)
-      for (int64_t np = 0; np < panels_; ++np) Panel(g, np);
+      float* mine = a + static_cast<size_t>(omp_get_thread_num()) * m_ * kk_;
+      PackA(g, mine, 0, blocks);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t np = 0; np < panels_; ++np) Panel(g, mine, np);
     }
     return;
   }
 #endif
-  PackA(g, 0, blocks);
-  for (int64_t np = 0; np < panels_; ++np) Panel(g, np);
+  PackA(g, a, 0, blocks);
+  for (int64_t np = 0; np < panels_; ++np) Panel(g, a, np);
 }
 
 }  // namespace ferry::ops::cpu

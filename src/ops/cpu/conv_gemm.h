@@ -16,8 +16,9 @@
 //    the current chunk (32 KB) is reused from L1 by every pixel block;
 //  * the epilogue adds the residual, clamps (Relu / Clip) and writes the output layout (NHWC
 //    vectorized, any other Layout through a scalar path). The bias initializes the C tile.
-// Panels are split over the OpenMP threads (deterministic: each output element is summed by one
-// thread in a fixed order). AVX-512F only (ConvGemmSupported); elsewhere conv.cc keeps oneDNN.
+// Panels are split over the OpenMP threads, each thread packing its own A (deterministic: each
+// output element is summed by one thread in a fixed order). AVX-512F only (ConvGemmSupported);
+// elsewhere conv.cc keeps oneDNN.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +55,7 @@ class ConvGemm {
   int64_t m_ = 0;         // output pixels (N * OH * OW)
   int64_t kk_ = 0;        // GEMM depth, 9 * C
   int64_t panels_ = 0;    // ceil(K / 64)
+  int threads_ = 1;       // at most this many threads, one copy of A each
   std::vector<float> b_;  // [panels][kk][64], plus 16 floats of slack for alignment
   size_t b_off_ = 0;      // first 64-byte aligned float of b_
   // Scratch layout (byte offsets).
