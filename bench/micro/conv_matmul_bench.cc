@@ -146,6 +146,9 @@ MATMUL(bert_ffn1_128x256x2048, 1, 128, 256, 2048, true);
 MATMUL(bert_ffn2_128x1024x256, 1, 128, 1024, 256, true);
 MATMUL(bert_ffn2_128x2048x256, 1, 128, 2048, 256, true);
 MATMUL(bert_scores_4x128x64x128, 4, 128, 64, 128, false);
+// ResNet-18's layer4 3x3 conv as a plain GEMM (im2col: 49 pixels x 9*512, weights 9*512 x 512):
+// what oneDNN's matmul makes of the shape ConvGemm runs.
+MATMUL(l4_im2col_49x4608x512, 1, 49, 4608, 512, true);
 // The machine's sgemm peak, for "% of peak": a large square sgemm (oneDNN) through the same path,
 MATMUL(sgemm_peak_1024x1024x1024, 1, 1024, 1024, 1024, true);
 
