@@ -1,9 +1,9 @@
 // The own im2col GEMM convolution (ops/cpu/conv_gemm.cc, ConvAlgo::kGemm) against the reference
 // Conv on seeded awkward shapes: channels 1, 3, 13, 127 (output channels around the 64-column
 // panels), odd spatial sizes and pixel counts around the 6-pixel register tile, batch 1 and 3,
-// pads 0/1/2 and asymmetric, with and without bias, fused residual Add + Relu / Clip, inputs and
-// residuals in oneDNN's layout and plain, weights that are not initializers, 1 and 2 threads.
-// With the AVX-512 kernels forced off (the AVX2 fallback), kGemm must run oneDNN instead.
+// pads 0/1/2 and asymmetric, with and without bias, fused residual Add + Relu / Clip and SiLU,
+// inputs and residuals in oneDNN's layout and plain, weights that are not initializers, 1 and 2
+// threads. With the AVX-512 kernels forced off (the AVX2 fallback), kGemm must run oneDNN instead.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -219,6 +219,29 @@ TEST_F(ConvGemmTest, FusedResidualBlocksMatchReference) {
     const int threads = static_cast<int>(&bc - cases) % 2 + 1;
     EXPECT_LE(Compare(md, threads, &runs), kTol);
     EXPECT_EQ(runs, 4u);  // two 3x3 convs, two runs
+  }
+}
+
+// Conv -> SiLU (x * Sigmoid(x)) -> 1x1 conv: the gate is fused and applied as a pass over
+// ConvGemm's output.
+TEST_F(ConvGemmTest, FusedSiluMatchesReference) {
+  Force force(1);
+  uint32_t seed = 6000;
+  for (int64_t c : {13, 64}) {
+    SCOPED_TRACE(::testing::Message() << "c=" << c);
+    Model md;
+    md.Input("x", Rand({1, c, 7, 7}, seed++));
+    md.Const("w1", Rand({c, c, 3, 3}, seed++, -0.3f, 0.3f));
+    md.Const("b1", Rand({c}, seed++));
+    md.Const("w2", Rand({8, c, 1, 1}, seed++));
+    md.Conv3x3("x", "w1", "b1", "c1", {1, 1, 1, 1});
+    md.Node("Sigmoid", {"c1"}, {"g"});
+    md.Node("Mul", {"c1", "g"}, {"s"});
+    md.Node("Conv", {"s", "w2"}, {"y"});
+    md.m->graph.outputs.push_back({"y", {}, ""});
+    uint64_t runs = 0;
+    EXPECT_LE(Compare(md, 1, &runs), kTol);
+    EXPECT_EQ(runs, 2u);
   }
 }
 
