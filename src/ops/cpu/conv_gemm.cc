@@ -166,7 +166,6 @@ FERRY_AVX512 void Epilogue(const Args& g, int64_t np) {
 FERRY_AVX512 void Panel(const Args& g, const float* a, int64_t np) {
   float* cp = g.c + np * g.m * kCols;
   for (int64_t p = 0; p < g.m; ++p) std::memcpy(cp + p * kCols, g.bias + np * kCols, kCols * 4);
-  const float* b_end = g.b + g.panels * g.kk * kCols;
   const int64_t blocks = (g.m + kRows - 1) / kRows;
   for (int64_t k0 = 0; k0 < g.kk; k0 += kChunk) {
     const int64_t n = std::min(kChunk, g.kk - k0);
@@ -177,10 +176,10 @@ FERRY_AVX512 void Panel(const Args& g, const float* a, int64_t np) {
     // GFLOP/s; the next chunk, one line per step in the first passes, 77-103 (mean 88); two
     // ahead and spread 82-114 (mean 96); B resident in L2 (one panel's B for all, wrong
     // results) 103-129.
-    const char* next = reinterpret_cast<const char*>(bp + kAhead * n * kCols);
-    const int64_t lines = std::min<int64_t>(
-        n * kCols * 4 / kLine,
-        std::max<int64_t>(0, (reinterpret_cast<const char*>(b_end) - next) / kLine));
+    const int64_t ahead = (np * g.kk + k0 + kAhead * n) * kCols, total = g.panels * g.kk * kCols;
+    const int64_t lines =
+        ahead < total ? std::min<int64_t>(n * kCols, total - ahead) * 4 / kLine : 0;
+    const char* next = lines > 0 ? reinterpret_cast<const char*>(g.b + ahead) : nullptr;
     const int64_t per_pass = (lines + blocks - 1) / blocks;
     const int64_t every = std::max<int64_t>(1, n / std::max<int64_t>(1, per_pass));
     const int64_t per = n / every;
