@@ -3,7 +3,8 @@
 // what the runtime adds per node. Reports GFLOP/s (2 * MACs; for Winograd the direct convolution's
 // MACs, i.e. effective GFLOP/s). Arguments: threads; the provider is the default (cpu) unless
 // FERRY_PROVIDER=reference. The 3x3 stride-1 shapes run once per algorithm (auto = the cpu
-// provider's rule, direct = oneDNN, winograd2 / winograd4 = F(2x2,3x3) / F(4x4,3x3)).
+// provider's rule, direct = oneDNN, winograd2 / winograd4 = F(2x2,3x3) / F(4x4,3x3), gemm = the
+// own im2col GEMM of conv_gemm.h, AVX-512 only: elsewhere it runs direct).
 #include <immintrin.h>
 
 #include <cstdlib>
@@ -124,7 +125,8 @@ void BM_MatMul(benchmark::State& state, int64_t batch, int64_t rows, int64_t k, 
   CONV(name##_x4_auto, c, c, hw, 3, 1, 4);                                      \
   CONV(name##_x4_direct, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kDirect);       \
   CONV(name##_x4_winograd2, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kWinograd2); \
-  CONV(name##_x4_winograd4, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kWinograd4)
+  CONV(name##_x4_winograd4, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kWinograd4); \
+  CONV(name##_x4_gemm, c, c, hw, 3, 1, 4, ops::cpu::ConvAlgo::kGemm)
 CONV(resnet_stem_7x7s2_3to64_224, 3, 64, 224, 7, 2);
 CONV3(resnet_l1_3x3_64_56, 64, 56);
 CONV(resnet_l2_3x3s2_64to128_56, 64, 128, 56, 3, 2);
@@ -144,6 +146,9 @@ MATMUL(bert_ffn1_128x256x2048, 1, 128, 256, 2048, true);
 MATMUL(bert_ffn2_128x1024x256, 1, 128, 1024, 256, true);
 MATMUL(bert_ffn2_128x2048x256, 1, 128, 2048, 256, true);
 MATMUL(bert_scores_4x128x64x128, 4, 128, 64, 128, false);
+// ResNet-18's layer4 3x3 conv as a plain GEMM (im2col: 49 pixels x 9*512, weights 9*512 x 512):
+// what oneDNN's matmul makes of the shape ConvGemm runs.
+MATMUL(l4_im2col_49x4608x512, 1, 49, 4608, 512, true);
 // The machine's sgemm peak, for "% of peak": a large square sgemm (oneDNN) through the same path,
 MATMUL(sgemm_peak_1024x1024x1024, 1, 1024, 1024, 1024, true);
 

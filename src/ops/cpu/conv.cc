@@ -8,10 +8,12 @@
 // primitive's layout when every reader accepts that (slot.nhwc_ok) and it is a Layout, else plain.
 // 3x3 stride-1 group-1 convolutions run as Winograd instead (winograd.h) where ChooseConvAlgo
 // (or FERRY_CONV_ALGO / SetConvAlgoOverride) says so and the CPU has AVX2+FMA; no oneDNN
-// primitive is created for them.
+// primitive is created for them; or, where the rule says kGemm (small images, many channels,
+// AVX-512), as one im2col GEMM with an own kernel (conv_gemm.h).
 #include <cstring>
 #include <string>
 
+#include "ops/cpu/conv_gemm.h"
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/vec.h"
@@ -28,7 +30,7 @@ struct ConvState : KernelState {
   StateKey key;
   Shape out_shape;
   bool fused = false;
-  // Winograd with a fused SiLU / HardSwish: applied over the output after the transform.
+  // Winograd / ConvGemm with a fused SiLU / HardSwish: applied over the output afterwards.
   bool wino_act = false;
   UnOp wino_unary = UnOp::kCopy;
   Layout out_layout = Layout::kPlain;
@@ -44,6 +46,7 @@ struct ConvState : KernelState {
   bool has_bias = false;
   size_t sum_index = 0;
   std::unique_ptr<WinogradConv> wino;  // set: Winograd instead of the oneDNN primitive
+  std::unique_ptr<ConvGemm> gemm;      // set: the own im2col GEMM instead
 };
 
 bool AcceptsConv(const ir::Node& n) {
@@ -156,23 +159,32 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       ws.pad_l = pl[1];
       ConvAlgo algo = ConvAlgoOverride();
       if (algo == ConvAlgo::kAuto) algo = ChooseConvAlgo(ws);
-      if (algo == ConvAlgo::kWinograd2 || algo == ConvAlgo::kWinograd4) {
+      // Swish / HardSwish run as a pass over the output after the own kernels.
+      Fusion own_fusion = fuse ? f : Fusion{};
+      if (own_fusion.act == Fusion::Act::kSwish || own_fusion.act == Fusion::Act::kHardSwish) {
+        fresh->wino_act = true;
+        fresh->wino_unary = own_fusion.act == Fusion::Act::kSwish ? UnOp::kSilu : UnOp::kHardSwish;
+        own_fusion.act = Fusion::Act::kNone;
+      }
+      if (algo == ConvAlgo::kGemm && ConvGemmSupported()) {
+        // NHWC, the layout of oneDNN's convolutions on an AVX-512 CPU.
+        fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
+        fresh->gemm =
+            std::make_unique<ConvGemm>(ws, in_layout, fresh->out_layout, res_layout, own_fusion);
+      } else if (algo == ConvAlgo::kWinograd2 || algo == ConvAlgo::kWinograd4) {
         // The layout oneDNN's convolutions use on this CPU (NHWC with AVX-512, nChw8c with
         // AVX2), so the layers around need no reorder.
         fresh->out_layout = !nhwc_ok || ws.k % 8 != 0 ? Layout::kPlain
                             : WinogradAvx512()        ? Layout::kNhwc
                                                       : Layout::kBlocked8;
-        Fusion wf = fuse ? f : Fusion{};
-        if (wf.act == Fusion::Act::kSwish || wf.act == Fusion::Act::kHardSwish) {
-          fresh->wino_act = true;
-          fresh->wino_unary = wf.act == Fusion::Act::kSwish ? UnOp::kSilu : UnOp::kHardSwish;
-          wf.act = Fusion::Act::kNone;
-        }
-        fresh->wino = std::make_unique<WinogradConv>(ws, algo == ConvAlgo::kWinograd2 ? 2 : 4,
-                                                     in_layout, fresh->out_layout, res_layout, wf);
+        fresh->wino =
+            std::make_unique<WinogradConv>(ws, algo == ConvAlgo::kWinograd2 ? 2 : 4, in_layout,
+                                           fresh->out_layout, res_layout, own_fusion);
+      } else {
+        fresh->wino_act = false;
       }
     }
-    if (!fresh->wino) {
+    if (!fresh->wino && !fresh->gemm) {
       try {
         dnnl::engine& eng = slot.provider->engine();
         // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
@@ -220,6 +232,8 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   if (!w_const || st->packed_from != wptr) {
     if (st->wino) {
       st->wino->PackWeights(static_cast<const float*>(wptr));
+    } else if (st->gemm) {
+      st->gemm->PackWeights(static_cast<const float*>(wptr));
     } else {
       dnnl::engine& eng = slot.provider->engine();
       memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
@@ -237,11 +251,16 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
 void RunConv(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<ConvState*>(slot.state.get());
   Provider& p = *slot.provider;
-  if (st->wino) {
+  if (st->wino || st->gemm) {
     const bool sum = st->fused && slot.fusion.sum;
-    st->wino->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
-                  sum ? ctx.input(st->sum_index).data<float>() : nullptr,
-                  ctx.output(0).data<float>(), p.Scratch(0, st->wino->scratch_bytes()));
+    const float* bias = st->has_bias ? ctx.input(2).data<float>() : nullptr;
+    const float* res = sum ? ctx.input(st->sum_index).data<float>() : nullptr;
+    if (st->wino)
+      st->wino->Run(ctx.input(0).data<float>(), bias, res, ctx.output(0).data<float>(),
+                    p.Scratch(0, st->wino->scratch_bytes()));
+    else
+      st->gemm->Run(ctx.input(0).data<float>(), bias, res, ctx.output(0).data<float>(),
+                    p.Scratch(0, st->gemm->scratch_bytes()));
     if (st->wino_act) {
       float* y = ctx.output(0).data<float>();
       const VecOps::UnaryRow f = Vec().unary[static_cast<int>(st->wino_unary)];

@@ -46,22 +46,6 @@ size_t Align64(size_t b) {
   return (b + 63) / 64 * 64;
 }
 
-// Element (n, c, y, x) of an [N, C, H, W] tensor stored in layout l.
-inline int64_t Index(Layout l, int64_t C, int64_t H, int64_t W, int64_t n, int64_t c, int64_t y,
-                     int64_t x) {
-  switch (l) {
-    case Layout::kNhwc:
-      return ((n * H + y) * W + x) * C + c;
-    case Layout::kBlocked8:
-      return (((n * (C / 8) + c / 8) * H + y) * W + x) * 8 + c % 8;
-    case Layout::kBlocked16:
-      return (((n * (C / 16) + c / 16) * H + y) * W + x) * 16 + c % 16;
-    case Layout::kPlain:
-      break;
-  }
-  return ((n * C + c) * H + y) * W + x;
-}
-
 // 1-D transforms of 8 channels at once: In = B^T d, Out = A^T m.
 template <int M>
 struct Tr;
@@ -397,8 +381,9 @@ FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
           const int64_t c = kb * 8 + l;
           float val = tmp[(i * M + j) * 8 + l];
           if (a.res)
-            val = finish(val, a.res[Index(a.res_layout, s.k, s.oh, s.ow, n, c, oy0 + i, ox0 + j)]);
-          a.y[Index(a.out, s.k, s.oh, s.ow, n, c, oy0 + i, ox0 + j)] = val;
+            val = finish(val,
+                         a.res[LayoutIndex(a.res_layout, s.k, s.oh, s.ow, n, c, oy0 + i, ox0 + j)]);
+          a.y[LayoutIndex(a.out, s.k, s.oh, s.ow, n, c, oy0 + i, ox0 + j)] = val;
         }
   }
 }
@@ -496,6 +481,7 @@ ConvAlgo ConvAlgoOverride() {
     if (v == "direct") return ConvAlgo::kDirect;
     if (v == "winograd2") return ConvAlgo::kWinograd2;
     if (v == "winograd4") return ConvAlgo::kWinograd4;
+    if (v == "gemm") return ConvAlgo::kGemm;
     return ConvAlgo::kAuto;
   }();
   return from_env;
@@ -533,9 +519,12 @@ ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
   if (s.c < 16 || s.k < 16 || s.oh < 2 || s.ow < 2) return ConvAlgo::kDirect;
   // With AVX-512 (the GEMM 16 lanes wide, NHWC in and out; ferry_micro, 1 thread, Xeon, CPU
   // time per conv, direct / Winograd): 56x56 1.65 / 1.05 ms (F(4x4)), 28x28 1.63 / 0.79 (F(4x4)),
-  // 14x14 1.71 / 1.14 (F(2x2)), 7x7 2.68 / 2.88 (F(2x2)): the 7x7 layers stay direct (oneDNN's
-  // 16-lane kernel; the transformed weights stream from memory for only 16 tiles).
-  if (WinogradAvx512() && s.oh * s.ow < 100) return ConvAlgo::kDirect;
+  // 14x14 1.71 / 1.14 (F(2x2)), 7x7 2.68 / 2.88 (F(2x2)): the 7x7 layers do not run Winograd
+  // (the transformed weights stream from memory for only 16 tiles). With 64+ channels they run
+  // the own im2col GEMM (conv_gemm.h; ResNet-18's layer4 x4, 1 thread, 10 alternating rounds,
+  // medians: 123 GFLOP/s vs oneDNN's 111), else oneDNN.
+  if (WinogradAvx512() && s.oh * s.ow < 100)
+    return s.c >= 64 && s.k >= 64 ? ConvAlgo::kGemm : ConvAlgo::kDirect;
   return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
 }
 
@@ -649,7 +638,7 @@ void WinogradConv::Run(const float* x, const float* bias, const float* res, floa
             for (int64_t ix = 0; ix < s.w; ++ix) dst[ix * 8 + l] = src[ix];
           } else {
             for (int64_t ix = 0; ix < s.w; ++ix)
-              dst[ix * 8 + l] = x[Index(in_, s.c, s.h, s.w, n, c, iy, ix)];
+              dst[ix * 8 + l] = x[LayoutIndex(in_, s.c, s.h, s.w, n, c, iy, ix)];
           }
         }
       }

@@ -23,11 +23,12 @@
 
 namespace ferry::ops::cpu {
 
-enum class ConvAlgo : uint8_t { kAuto, kDirect, kWinograd2, kWinograd4 };
+// kGemm: im2col + own AVX-512 GEMM (conv_gemm.h), for small images with many channels.
+enum class ConvAlgo : uint8_t { kAuto, kDirect, kWinograd2, kWinograd4, kGemm };
 
 // Forces an algorithm for every eligible convolution (tests, ferry_micro); kAuto restores the rule.
-// Without a forced value, the environment variable FERRY_CONV_ALGO (direct, winograd2, winograd4)
-// is read once, for benchmarking from the command line. Takes effect at the next prepare that
+// Without a forced value, the environment variable FERRY_CONV_ALGO (direct, winograd2, winograd4,
+// gemm) is read once, for benchmarking from the command line. Takes effect at the next prepare that
 // rebuilds a Conv's state (new sessions always do).
 void SetConvAlgoOverride(ConvAlgo a);
 ConvAlgo ConvAlgoOverride();
@@ -41,6 +42,23 @@ bool WinogradSupported();
 bool WinogradAvx512();
 void SetWinogradAvx512(int on);
 
+// Element (n, c, y, x) of an [N, C, H, W] tensor stored in layout l (blocked layouts: C a
+// multiple of the block).
+inline int64_t LayoutIndex(Layout l, int64_t C, int64_t H, int64_t W, int64_t n, int64_t c,
+                           int64_t y, int64_t x) {
+  switch (l) {
+    case Layout::kNhwc:
+      return ((n * H + y) * W + x) * C + c;
+    case Layout::kBlocked8:
+      return (((n * (C / 8) + c / 8) * H + y) * W + x) * 8 + c % 8;
+    case Layout::kBlocked16:
+      return (((n * (C / 16) + c / 16) * H + y) * W + x) * 16 + c % 16;
+    case Layout::kPlain:
+      break;
+  }
+  return ((n * C + c) * H + y) * W + x;
+}
+
 struct WinogradShape {
   int64_t n = 0, c = 0, h = 0, w = 0;  // input [N, C, H, W]
   int64_t k = 0;                       // output channels
@@ -48,8 +66,8 @@ struct WinogradShape {
   int64_t pad_t = 0, pad_l = 0;        // leading pads (the trailing ones follow from oh, ow)
 };
 
-// The algorithm for a 3x3 stride-1 group-1 convolution of this shape, by measurement on AVX2
-// (src/ops/cpu/README.md): kDirect, kWinograd2 or kWinograd4.
+// The algorithm for a 3x3 stride-1 group-1 convolution of this shape, by measurement
+// (src/ops/cpu/README.md): kDirect, kWinograd2, kWinograd4 or (AVX-512) kGemm.
 ConvAlgo ChooseConvAlgo(const WinogradShape& s);
 
 class WinogradConv {
