@@ -27,6 +27,9 @@ struct SessionShared {
 
 namespace {
 
+// Memoized outputs are kept only up to this size per step (shape arithmetic is a few bytes).
+constexpr size_t kMemoBytes = 64 << 10;
+
 struct ArenaSlot {
   size_t offset = 0, size = 0;
 };
@@ -111,6 +114,22 @@ class GraphExecutor {
     // Constant whose output may share its `value` attribute's tensor.
     bool alias = false;
     const Tensor* constant = nullptr;
+    // cpu provider: a Reshape/Flatten/Squeeze/Unsqueeze/Identity whose output may be a view of
+    // its (plain) input: no copy. Build extends the input's lifetime (arena slot included) to
+    // the output's last reader.
+    bool view = false;
+    // cpu provider: every output is read only by Shape/Size steps: only its shapes are made.
+    bool shape_only = false;
+    // cpu provider: a step whose inputs are constants or other memoized steps' outputs (Shape
+    // and Size: any input, keyed by its shape) — the shape arithmetic of exported transformers.
+    // Its outputs of the last run are kept (owned) with the generations of its inputs (or the
+    // input's shape); a later run whose inputs have the same generations reuses them.
+    bool memo = false;
+    bool memo_by_shape = false;  // Shape, Size
+    bool memo_valid = false;
+    std::vector<uint64_t> memo_in_gens;
+    Shape memo_shape;
+    std::vector<Value> memo_outs;
     // cpu provider: a DequantizeLinear of initializers (QDQ weights and biases) is computed on
     // the first run and its result shared by later runs. `lazy` (not read by a subgraph): in
     // runs without an observer it does not run at its position; its value is computed (or taken
@@ -160,6 +179,18 @@ class GraphExecutor {
   std::vector<bool> is_output_;
   std::vector<bool> nhwc_ok_;  // per value: every reader is a cpu kernel that takes channels-last
   std::vector<int> lazy_producer_;  // per value: its lazy DequantizeLinear step, or -1
+  // Memoization (Step::memo): per value, 1 when the same every run (an initializer, a shared
+  // Constant, a folded DequantizeLinear), 2 when written by a memo step, else 0; and per value
+  // the generation of its memo step's last output (a fresh number whenever recomputed).
+  std::vector<uint8_t> memo_src_;
+  std::vector<uint64_t> memo_gen_;
+  uint64_t memo_counter_ = 0;
+  void PlanMemo(const std::vector<bool>& is_const, const std::vector<bool>& absorbed,
+                const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
+                const std::vector<bool>& sub_read);
+  uint64_t MemoGen(int id) const {
+    return memo_src_[static_cast<size_t>(id)] == 2 ? memo_gen_[static_cast<size_t>(id)] : 0;
+  }
   std::map<std::string, ArenaPlan> plans_;
 };
 
@@ -348,6 +379,28 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
       if (it != ids_.end()) last[static_cast<size_t>(it->second)] = static_cast<int>(s);
     }
   }
+  // Views (cpu provider): a view may share its input's tensor, which may itself be a view (or,
+  // when that step did not make a view at run time, its own tensor): every value up the chain of
+  // view steps lives until the view's last reader.
+  if (shared_->cpu) {
+    std::vector<int> view_of(names_.size(), -1);
+    for (Step& st : steps_) {
+      const ir::Node& n = *st.node;
+      const bool op = n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" ||
+                      n.op_type == "Unsqueeze" || n.op_type == "Identity" ||
+                      n.op_type == "Transpose";  // a view when it moves only size-1 dims
+      if (!op || !(n.domain.empty() || n.domain == "ai.onnx") || st.inputs.empty() ||
+          st.inputs[0] < 0 || st.outputs.size() != 1 || st.outputs[0] < 0 ||
+          is_output_[static_cast<size_t>(st.outputs[0])])
+        continue;
+      st.view = true;
+      const size_t out = static_cast<size_t>(st.outputs[0]);
+      view_of[out] = st.inputs[0];
+      for (int v = st.inputs[0]; v >= 0; v = view_of[static_cast<size_t>(v)])
+        if (last[static_cast<size_t>(v)] >= 0)
+          last[static_cast<size_t>(v)] = std::max(last[static_cast<size_t>(v)], last[out]);
+    }
+  }
   for (size_t id = 0; id < names_.size(); ++id)
     if (last[id] >= 0 && !is_output_[id])
       steps_[static_cast<size_t>(last[id])].frees.push_back(static_cast<int>(id));
@@ -533,6 +586,79 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     st.fused_output = v;
     st.residual = residual;
     for (size_t t : absorb) absorbed[t] = true;
+  }
+  PlanMemo(is_const, absorbed, users, sub_read);
+}
+
+// Marks the memo steps (Step::memo): deterministic ops of the shape arithmetic whose inputs are
+// the same every run or memo steps' outputs (Shape/Size: any input; their output depends only
+// on its shape), that run at their own position (not absorbed by a fusion or a pattern, not
+// hosting one) and expose no output (graph outputs are handed to the caller).
+void GraphExecutor::PlanMemo(const std::vector<bool>& is_const, const std::vector<bool>& absorbed,
+                             const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
+                             const std::vector<bool>& sub_read) {
+  static const std::set<std::string_view> kOps = {"Shape",      "Size",        "Gather",
+                                                  "Unsqueeze",  "Squeeze",     "Reshape",
+                                                  "Flatten",    "Concat",      "Cast",
+                                                  "Range",      "Constant",    "ConstantOfShape",
+                                                  "Identity",   "Equal",       "Not",
+                                                  "And",        "Or",          "Less",
+                                                  "Greater",    "LessOrEqual", "GreaterOrEqual",
+                                                  "Where",      "Expand",      "Add",
+                                                  "Sub",        "Mul",         "Div",
+                                                  "Mod",        "Neg",         "Abs",
+                                                  "Min",        "Max",         "Slice",
+                                                  "ReduceProd", "ReduceSum",   "ReduceMin",
+                                                  "ReduceMax",  "Tile",        "Transpose",
+                                                  "Sqrt",       "Floor",       "Ceil"};
+  const size_t nv = names_.size();
+  memo_src_.assign(nv, 0);
+  memo_gen_.assign(nv, 0);
+  for (size_t v = 0; v < nv; ++v) memo_src_[v] = is_const[v] ? 1 : 0;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    Step& st = steps_[s];
+    const ir::Node& n = *st.node;
+    if (st.constant && !is_output_[static_cast<size_t>(st.outputs[0])]) {
+      memo_src_[static_cast<size_t>(st.outputs[0])] = 1;  // shared every run
+      continue;
+    }
+    if (!n.domain.empty() || !kOps.count(n.op_type) || !st.subgraphs.empty() || absorbed[s] ||
+        st.pattern || !st.absorb.empty() || st.fold || st.outputs.empty() ||
+        (st.alias && is_const[static_cast<size_t>(st.outputs[0])]))  // shared already
+      continue;
+    const bool by_shape = n.op_type == "Shape" || n.op_type == "Size";
+    bool ok = true;
+    for (int o : st.outputs) ok = ok && o >= 0 && !is_output_[static_cast<size_t>(o)];
+    for (size_t i = 0; ok && i < st.inputs.size(); ++i) {
+      const int id = st.inputs[i];
+      if (id < 0 || (i == 0 && by_shape)) continue;
+      ok = memo_src_[static_cast<size_t>(id)] != 0;
+    }
+    if (by_shape) ok = ok && st.inputs.size() == 1 && st.inputs[0] >= 0;
+    if (!ok) continue;
+    st.memo = true;
+    st.memo_by_shape = by_shape;
+    for (int o : st.outputs) memo_src_[static_cast<size_t>(o)] = 2;
+  }
+  // Steps computed only for their shapes (torch's attention reads a Transpose's shape).
+  static const std::set<std::string_view> kShapeOnly = {"Transpose", "Slice", "Concat", "Cast",
+                                                        "Add",       "Sub",   "Mul",    "Div",
+                                                        "MatMul",    "Relu",  "Softmax"};
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    Step& st = steps_[s];
+    const ir::Node& n = *st.node;
+    if (!n.domain.empty() || !kShapeOnly.count(n.op_type) || !st.subgraphs.empty() || absorbed[s] ||
+        st.pattern || !st.absorb.empty() || st.memo || st.outputs.empty())
+      continue;
+    bool ok = true;
+    for (int o : st.outputs) {
+      ok = ok && o >= 0 && !is_output_[static_cast<size_t>(o)] &&
+           !sub_read[static_cast<size_t>(o)] && !users[static_cast<size_t>(o)].empty();
+      for (auto [r, i] :
+           ok ? users[static_cast<size_t>(o)] : std::vector<std::pair<size_t, size_t>>{})
+        ok = ok && steps_[r].memo_by_shape;
+    }
+    st.shape_only = ok;
   }
 }
 
@@ -738,6 +864,45 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       free_values();
       continue;
     }
+    if (fuse && (st.memo_valid || st.constant)) {
+      // Fast paths, before any per-step set-up: a memo step whose inputs did not change since
+      // its last run (reuse its outputs), and a Constant (share its tensor).
+      const auto t0 =
+          profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      bool hit = false;
+      if (st.memo_valid) {
+        hit = true;
+        if (st.memo_by_shape) {
+          const Value& v = frame.values[static_cast<size_t>(st.inputs[0])];
+          hit = v.is_tensor() && v.tensor().shape() == st.memo_shape;
+        } else {
+          for (size_t i = 0; hit && i < st.inputs.size(); ++i)
+            hit = st.inputs[i] < 0 || MemoGen(st.inputs[i]) == st.memo_in_gens[i];
+        }
+        if (hit) {
+          for (size_t k = 0; k < st.outputs.size(); ++k) {
+            frame.values[static_cast<size_t>(st.outputs[k])] = st.memo_outs[k];  // shared
+            layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
+          }
+          st.provider = "cpu (memoized)";
+        }
+      } else if (!is_output_[static_cast<size_t>(st.outputs[0])]) {
+        frame.values[static_cast<size_t>(st.outputs[0])] = Value(*st.constant);  // shared
+        layouts[static_cast<size_t>(st.outputs[0])] = Layout::kPlain;
+        st.provider = "cpu";
+        hit = true;
+      }
+      if (hit) {
+        if (profile) {
+          st.total_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+          ++st.calls;
+        }
+        free_values();
+        continue;
+      }
+    }
     int64_t lazy_ns = 0;  // time spent materializing lazy inputs: reported on their own steps
     auto materialize = [&](int id) -> Status {
       if (!fuse || id < 0) return Status::Ok();
@@ -764,7 +929,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     std::vector<int> out_ids = st.outputs;
     auto alloc = [&](size_t k, DType dt, const Shape& shape) -> Tensor {
       int id = k < out_ids.size() ? out_ids[k] : -1;
-      if (id >= 0 && dt != DType::kString && !is_output_[static_cast<size_t>(id)]) {
+      if (id >= 0 && dt != DType::kString && !is_output_[static_cast<size_t>(id)] && !st.memo) {
         size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dt);
         if (plan) {
           const ArenaSlot& slot = plan->slots[static_cast<size_t>(id)];
@@ -855,6 +1020,74 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         st.provider = "cpu";
         ran = true;
       }
+    }
+    if (st.view && cpu_on && !ran) {
+      // A view of the input (its lifetime extended at Build): the reference prepare validates
+      // and declares the shape; no copy.
+      const size_t in = static_cast<size_t>(st.inputs[0]), out = static_cast<size_t>(st.outputs[0]);
+      const Value& v = frame.values[in];
+      if (v.is_tensor() && layouts[in] == Layout::kPlain && v.tensor().dtype() != DType::kString) {
+        const Shape& xs = v.tensor().shape();
+        bool viewable = true;
+        if (st.node->op_type == "Transpose") {
+          // Same element order when the dims larger than 1 keep their order.
+          std::vector<int64_t> perm = st.node->attr_ints("perm");
+          if (perm.empty())
+            for (size_t i = xs.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+          int64_t prev = -1;
+          viewable = perm.size() == xs.size();
+          for (size_t i = 0; viewable && i < perm.size(); ++i) {
+            const int64_t p = perm[i];
+            if (p < 0 || p >= static_cast<int64_t>(xs.size())) {
+              viewable = false;  // the reference prepare reports it
+            } else if (xs[static_cast<size_t>(p)] != 1) {
+              viewable = p > prev;
+              prev = p;
+            }
+          }
+        }
+        if (!viewable) {
+        } else if (st.node->op_type == "Identity") {
+          frame.values[out] = v;
+        } else {
+          std::vector<const Value*> ins;
+          for (int id : st.inputs)
+            ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+          ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
+          FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
+          const auto& decl = ctx.declared();
+          if (decl.empty() || !decl[0].set || decl[0].dtype != v.tensor().dtype() ||
+              NumElements(decl[0].shape) != v.tensor().size())
+            return InvalidError("{}: a reshaping op declared {} for {} elements",
+                                st.node->Describe(), ShapeToString(decl[0].shape),
+                                v.tensor().size());
+          frame.values[out] = Value(v.tensor().Reshaped(decl[0].shape));
+        }
+        if (viewable) {
+          layouts[out] = Layout::kPlain;
+          st.provider = "cpu (view)";
+          ran = true;
+        }
+      }
+    }
+    if (st.shape_only && fuse && !ran) {
+      // Every reader is a Shape/Size: declare the outputs (the reference prepare validates),
+      // compute nothing. The tensors have no elements to read.
+      std::vector<const Value*> ins;
+      for (int id : st.inputs)
+        ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+      ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
+      FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
+      const auto& decl = ctx.declared();
+      ran = decl.size() == st.outputs.size();
+      for (size_t k = 0; ran && k < decl.size(); ++k)
+        ran = decl[k].set && decl[k].dtype != DType::kString;
+      for (size_t k = 0; ran && k < decl.size(); ++k) {
+        frame.values[static_cast<size_t>(st.outputs[k])] =
+            Value(Tensor::View(decl[k].dtype, decl[k].shape, nullptr));
+        layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
+      }
+      if (ran) st.provider = "cpu (shape only)";
     }
     if (st.cpu && !ran) {
       ops::cpu::NodeSlot& slot = *st.slot;
@@ -954,6 +1187,37 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         if (cpu_on) layouts[static_cast<size_t>(st.outputs[k])] = Layout::kPlain;
       }
       if (!st.cpu) st.provider = st.alias || st.constant ? "reference (cpu declined)" : "reference";
+    }
+    if (fuse && st.memo) {
+      // Keep this run's outputs for later runs with the same inputs (small plain tensors only).
+      size_t bytes = 0;
+      bool keep = true;
+      for (int id : st.outputs) {
+        const Value& v = frame.values[static_cast<size_t>(id)];
+        keep = keep && v.is_tensor() && layouts[static_cast<size_t>(id)] == Layout::kPlain &&
+               v.tensor().dtype() != DType::kString;
+        if (keep) bytes += v.tensor().nbytes();
+      }
+      keep = keep && bytes <= kMemoBytes;
+      st.memo_valid = false;
+      st.memo_outs.clear();
+      if (keep) {
+        for (int id : st.outputs) {
+          Value& v = frame.values[static_cast<size_t>(id)];
+          if (!v.tensor().owned()) v = Value(v.tensor().Clone());
+          st.memo_outs.push_back(v);
+        }
+        st.memo_in_gens.clear();
+        for (int id : st.inputs) st.memo_in_gens.push_back(id < 0 ? 0 : MemoGen(id));
+        st.memo_valid = true;
+        if (st.memo_by_shape) {
+          const Value& x = frame.values[static_cast<size_t>(st.inputs[0])];
+          st.memo_valid = x.is_tensor();
+          if (x.is_tensor()) st.memo_shape = x.tensor().shape();
+        }
+      }
+      // A fresh generation: readers memoized on the old outputs recompute.
+      for (int id : st.outputs) memo_gen_[static_cast<size_t>(id)] = ++memo_counter_;
     }
     if (cpu_on && st.fold && !st.folded) {
       const size_t out = static_cast<size_t>(st.outputs[0]);

@@ -13,7 +13,9 @@
 // across runs, may absorb a following Add/Relu/Clip (fusion) or a whole matched subgraph
 // (pattern kernels, e.g. a decomposed LayerNorm) and may keep activations
 // channels-last between cpu nodes; reference kernels, graph outputs and observers always see
-// plain tensors, and a run with an observer runs every node unfused. Provider "reference" runs
+// plain tensors, and a run with an observer runs every node unfused. The cpu provider also
+// reuses shape arithmetic from the previous run while its inputs are unchanged, and runs
+// Reshape-like ops as views of their input. Provider "reference" runs
 // every node's reference kernel (the spec).
 #pragma once
 
@@ -45,7 +47,8 @@ struct NodeReport {
   std::string name, op_type;
   std::string planned;     // "cpu" (a cpu kernel accepts the node) or "reference"
   std::string provider;    // last run: "cpu", "reference", "reference (cpu declined)", "fused",
-                           // "cpu (PATTERN)", "cpu (folded constant)", "cpu (unused constant)"
+                           // "cpu (PATTERN)", "cpu (folded constant)", "cpu (unused constant)",
+                           // "cpu (memoized)", "cpu (view)", "cpu (shape only)"
   std::string fused_into;  // provider "fused": the node whose cpu kernel computed this one
   double total_ms = 0;     // with SessionOptions::profile, summed over `calls` runs
   int64_t calls = 0;

@@ -147,6 +147,13 @@ TEST(CpuTranspose, MatchesReference) {
       {DType::kDouble, {127}, {}},
       {DType::kFloat, {127, 13, 160}, {2, 1, 0}},  // 1 MB: split over threads
       {DType::kFloat, {127, 13, 160}, {1, 0, 2}},
+      // Inner 2-D transposes (16x16 tiles, 4-byte elements): BERT's K^T, ragged tile edges, an
+      // outer dim, a merged row dim, int32, and one split over threads.
+      {DType::kFloat, {128, 4, 64}, {1, 2, 0}},
+      {DType::kFloat, {17, 33}, {}},
+      {DType::kFloat, {3, 19, 5, 21}, {0, 3, 1, 2}},
+      {DType::kInt32, {2, 40, 18}, {0, 2, 1}},
+      {DType::kFloat, {300, 257}, {}},
   };
   uint32_t seed = 100;
   for (const Case& c : cases)

@@ -344,8 +344,194 @@ const KernelDef* LayerNormPatternKernel() {
   return &kLayerNormPattern;
 }
 
+// ---- Attention scores: Softmax(x [* cx] + w [* cw]) over the last axis (torch's attention:
+// scores * scale + mask * scale, then Softmax), one pass per row: the scaled sum of the row into
+// a buffer, then the Softmax row kernel. The same float operations as the steps (a product, a
+// product, a sum, the same row kernel), so the same bits as running them one by one. x or w
+// has the output's shape, the other broadcasts to it (numpy). Inputs: x, w; params: Softmax's
+// axis, then (has cx, cx, has cw, cw).
+
+const KernelDef* AddSoftmaxPatternKernel();
+
+bool ScalarFloat(const GraphView& g, int v, float* out) {
+  const Tensor* t = v >= 0 ? g.constant(v) : nullptr;
+  if (!t || t->dtype() != DType::kFloat || t->size() != 1) return false;
+  *out = t->data<float>()[0];
+  return true;
+}
+
+// Step s is Mul(v, c) (either order) with c a float scalar constant.
+bool ScaledBy(const GraphView& g, size_t s, int* v, float* c) {
+  if (!IsOp(g, s, "Mul") || g.opset(s) < 7) return false;
+  const int a = g.input(s, 0), b = g.input(s, 1);
+  if (a >= 0 && ScalarFloat(g, b, c)) {
+    *v = a;
+    return true;
+  }
+  if (b >= 0 && ScalarFloat(g, a, c)) {
+    *v = b;
+    return true;
+  }
+  return false;
+}
+
+// The step after `from` writing value v, or -1.
+int ProducerAfter(const GraphView& g, int v, size_t from) {
+  for (size_t s = from + 1; s < g.num_steps(); ++s)
+    for (size_t k = 0; g.output(s, k) >= 0; ++k)
+      if (g.output(s, k) == v) return static_cast<int>(s);
+  return -1;
+}
+
+bool MatchAddSoftmax(const GraphView& g, size_t host, PatternMatch* m) {
+  float cx = 1.f, cw = 1.f;
+  bool hx = false, hw = false;
+  int x = -1, w = -1;
+  size_t add = host;
+  std::vector<size_t> absorbed;
+  if (IsOp(g, host, "Mul")) {
+    if (!ScaledBy(g, host, &x, &cx) || !OnlyReader(g, g.output(host, 0), &add)) return false;
+    hx = true;
+    absorbed.push_back(add);
+    w = Other(g, add, g.output(host, 0));
+    // The other operand scaled by a later step that only this Add reads.
+    size_t reader = 0;
+    const int ps = w >= 0 ? ProducerAfter(g, w, host) : -1;
+    int wv = -1;
+    if (ps >= 0 && OnlyReader(g, w, &reader) && reader == add &&
+        ScaledBy(g, static_cast<size_t>(ps), &wv, &cw)) {
+      hw = true;
+      w = wv;
+      absorbed.push_back(static_cast<size_t>(ps));
+    }
+  } else {
+    x = g.input(host, 0);
+    w = g.input(host, 1);
+  }
+  if (x < 0 || w < 0 || !IsOp(g, add, "Add") || g.opset(add) < 7) return false;
+  size_t sm = 0;
+  if (!OnlyReader(g, g.output(add, 0), &sm) || !IsOp(g, sm, "Softmax")) return false;
+  absorbed.push_back(sm);
+  std::sort(absorbed.begin(), absorbed.end());
+  if (host == add)
+    absorbed.erase(std::remove(absorbed.begin(), absorbed.end(), add), absorbed.end());
+  const int64_t axis = g.node(sm).attr_int("axis", g.opset(sm) < 13 ? 1 : -1);
+  m->absorbed = absorbed;
+  m->inputs = {x, w};
+  m->output = g.output(sm, 0);
+  m->params = {static_cast<float>(axis), hx ? 1.f : 0.f, cx, hw ? 1.f : 0.f, cw};
+  m->kernel = AddSoftmaxPatternKernel();
+  return true;
+}
+
+struct AddSoftmaxState : KernelState {
+  int64_t outer = 1, n = 1;
+  bool swap = false;                // the full-shape operand is input 1
+  std::vector<int64_t> dims, bstr;  // output dims and the broadcast operand's strides (0: bcast)
+};
+
+Status PrepareAddSoftmax(OpContext& ctx, NodeSlot& slot) {
+  if (!PlainFloat(ctx, slot, 0) || !PlainFloat(ctx, slot, 1) || slot.params.size() != 5) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  const Shape& a = ctx.input(0).shape();
+  const Shape& b = ctx.input(1).shape();
+  const size_t r = std::max(a.size(), b.size());
+  Shape out(r, 1);
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t da = k + a.size() >= r ? a[k + a.size() - r] : 1;
+    const int64_t db = k + b.size() >= r ? b[k + b.size() - r] : 1;
+    if (da != db && da != 1 && db != 1) {
+      slot.declined = true;  // the reference reports the mismatch
+      return Status::Ok();
+    }
+    out[k] = da == 1 ? db : da;
+  }
+  int64_t axis = static_cast<int64_t>(slot.params[0]);
+  if (axis < 0) axis += static_cast<int64_t>(r);
+  const bool swap = a != out;
+  if (r == 0 || axis != static_cast<int64_t>(r) - 1 || (swap && b != out) ||
+      NumElements(out) == 0) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto st = std::make_unique<AddSoftmaxState>();
+  st->swap = swap;
+  st->dims = out;
+  st->n = out.back();
+  st->outer = NumElements(out) / st->n;
+  const Shape& small = swap ? a : b;
+  st->bstr.assign(r, 0);
+  int64_t stride = 1;
+  for (size_t k = small.size(); k-- > 0;) {
+    const size_t o = k + r - small.size();
+    st->bstr[o] = small[k] == 1 ? 0 : stride;
+    stride *= small[k];
+  }
+  slot.state = std::move(st);
+  slot.out_layouts.assign(1, Layout::kPlain);
+  ctx.set_output(0, DType::kFloat, out);
+  return Status::Ok();
+}
+
+void RunAddSoftmax(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const AddSoftmaxState*>(slot.state.get());
+  const size_t full = st->swap ? 1 : 0;
+  const float* x = ctx.input(full).data<float>();
+  const float* w = ctx.input(1 - full).data<float>();
+  const bool hx = slot.params[full == 0 ? 1 : 3] != 0.f, hw = slot.params[full == 0 ? 3 : 1] != 0.f;
+  const float cx = slot.params[full == 0 ? 2 : 4], cw = slot.params[full == 0 ? 4 : 2];
+  float* y = ctx.output(0).data<float>();
+  // The row kernels the Mul / Add / Softmax steps run on (the same bits).
+  const VecOps& vec = Vec();
+  const auto softmax = vec.softmax;
+  const auto mul = vec.binary[static_cast<int>(BinOp::kMul)][static_cast<int>(RowKind::kVS)];
+  const auto add = vec.binary[static_cast<int>(BinOp::kAdd)][static_cast<int>(RowKind::kVV)];
+  const int64_t n = st->n, nd = static_cast<int64_t>(st->dims.size());
+  const int64_t ws = st->bstr.back();
+  ForRows(st->outer, n, [&](int64_t b, int64_t e) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = b; r < e; ++r) {
+      int64_t off = 0;
+      for (int64_t k = nd - 1, q = r; k-- > 0;) {
+        off += (q % st->dims[static_cast<size_t>(k)]) * st->bstr[static_cast<size_t>(k)];
+        q /= st->dims[static_cast<size_t>(k)];
+      }
+      const float* xr = x + r * n;
+      const float* wr = w + off;
+      float* t = row.data();
+      float* yr = y + r * n;
+      const float* a = xr;
+      if (hx) {  // x * cx, into the output row (free until the softmax)
+        mul(xr, &cx, yr, n);
+        a = yr;
+      }
+      const float* c = wr;
+      if (ws == 0) {  // one mask value for the row
+        const float v = hw ? wr[0] * cw : wr[0];
+        std::fill(t, t + n, v);
+        c = t;
+      } else if (hw) {
+        mul(wr, &cw, t, n);
+        c = t;
+      }
+      add(a, c, t, n);
+      softmax(t, yr, n);
+    }
+  });
+}
+
+constexpr KernelDef kAddSoftmaxPattern = {
+    "", "AddSoftmax (pattern)", 1, 1000, nullptr, 0, 0, PrepareAddSoftmax, RunAddSoftmax};
+
+const KernelDef* AddSoftmaxPatternKernel() {
+  return &kAddSoftmaxPattern;
+}
+
 constexpr Pattern kPatterns[] = {
     {"LayerNorm", MatchLayerNorm},
+    {"AddSoftmax", MatchAddSoftmax},
 };
 
 constexpr KernelDef kKernels[] = {
