@@ -46,10 +46,7 @@ std::vector<int64_t> IntsOr(const OpContext& ctx, const char* name, size_t n, in
 
 Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
   const size_t n_in = std::min<size_t>(ctx.num_inputs(), 3);
-  if (!ctx.input_is_tensor(0) || !ctx.input_is_tensor(1) || ctx.input(0).dtype() != DType::kFloat ||
-      ctx.input(1).dtype() != DType::kFloat || ctx.input(0).rank() != 4 ||
-      ctx.input(1).rank() != 4 ||
-      (ctx.has_input(2) && (!ctx.input_is_tensor(2) || ctx.input(2).dtype() != DType::kFloat))) {
+  if (!FloatConvInputs(ctx)) {
     slot.declined = true;
     return Status::Ok();
   }
@@ -111,18 +108,7 @@ Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
     const Fusion& f = slot.fusion;
     const bool fuse = f.any() && !f.sum;
     dnnl::primitive_attr attr;
-    if (fuse) {
-      dnnl::post_ops po;
-      if (f.act == Fusion::Act::kRelu)
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-      if (f.act == Fusion::Act::kClip)
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, f.lo, f.hi);
-      if (f.act == Fusion::Act::kSwish)
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.f, 0.f);
-      if (f.act == Fusion::Act::kHardSwish)
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
-      attr.set_post_ops(po);
-    }
+    if (fuse) attr.set_post_ops(MakePostOps(f));  // no sum: fuse needs !f.sum
     fresh->fused = fuse;
     const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
     try {

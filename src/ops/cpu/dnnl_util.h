@@ -87,6 +87,29 @@ inline Layout LayoutOf(const dnnl::memory::desc& md, const Shape& s) {
   return Layout::kPlain;
 }
 
+// A convolution-like node's float inputs: X and W rank-4 float32 tensors, B (input 2) absent or
+// a float32 tensor. Conv and ConvTranspose decline otherwise.
+inline bool FloatConvInputs(const OpContext& ctx) {
+  return ctx.input_is_tensor(0) && ctx.input_is_tensor(1) &&
+         ctx.input(0).dtype() == DType::kFloat && ctx.input(1).dtype() == DType::kFloat &&
+         ctx.input(0).rank() == 4 && ctx.input(1).rank() == 4 &&
+         (!ctx.has_input(2) || (ctx.input_is_tensor(2) && ctx.input(2).dtype() == DType::kFloat));
+}
+
+// oneDNN post-ops for `f`: the residual sum first (when f.sum), then the activation.
+inline dnnl::post_ops MakePostOps(const Fusion& f) {
+  dnnl::post_ops po;
+  if (f.sum) po.append_sum(1.f);
+  if (f.act == Fusion::Act::kRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  if (f.act == Fusion::Act::kClip)
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, f.lo, f.hi);
+  if (f.act == Fusion::Act::kSwish)  // x * sigmoid(alpha x), alpha = 1
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.f, 0.f);
+  if (f.act == Fusion::Act::kHardSwish)  // oneDNN 2.x: x * relu6(x + 3) / 6
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
+  return po;
+}
+
 // Runs fn(begin, end) over [0, n) on the provider's OpenMP threads.
 template <typename F>
 void ParallelRange(int64_t n, int64_t min_chunk, F&& fn) {
