@@ -35,12 +35,10 @@ struct ConvState : KernelState {
   UnOp wino_unary = UnOp::kCopy;
   Layout out_layout = Layout::kPlain;
   dnnl::convolution_forward prim;
-  memory::desc src_md, dst_md;  // what the primitive reads / writes
-  memory::desc in_md, out_md;   // the tensors as they are (input layout, output layout)
-  memory::desc wei_user_md;     // W as stored (oihw / goihw)
-  memory::desc res_md;          // residual (sum) as stored
-  bool reorder_src = false, reorder_dst = false;
-  dnnl::reorder src_reorder, dst_reorder, res_reorder, wei_reorder;
+  DnnlIo io;                 // the input and output around the primitive
+  memory::desc wei_user_md;  // W as stored (oihw / goihw)
+  memory::desc res_md;       // residual (sum) as stored
+  dnnl::reorder res_reorder, wei_reorder;
   memory packed_w;  // owned, in the primitive's weights layout
   const void* packed_from = nullptr;
   bool has_bias = false;
@@ -97,7 +95,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
               : std::max<int64_t>(0, (out - 1) * strides[a] + (k - 1) * dil[a] + 1 - in - pl[a]);
     }
     const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
-    fresh->in_md = LayoutDesc(x.shape(), in_layout);
+    fresh->io.in_md = LayoutDesc(x.shape(), in_layout);
     if (group == 1) {
       fresh->wei_user_md = memory::desc(Dims(w.shape()), memory::data_type::f32, tag::oihw);
     } else {
@@ -182,23 +180,15 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
         };
         dnnl::convolution_forward::primitive_desc pd = make(any(x.shape()), any(y));
         fresh->prim = dnnl::convolution_forward(pd);
-        fresh->src_md = pd.src_desc();
-        fresh->dst_md = pd.dst_desc();
-        fresh->reorder_src = fresh->src_md != fresh->in_md;
-        if (fresh->reorder_src)
-          fresh->src_reorder =
-              dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->in_md, eng, fresh->src_md));
-        fresh->out_layout = nhwc_ok ? LayoutOf(fresh->dst_md, y) : Layout::kPlain;
-        fresh->out_md = LayoutDesc(y, fresh->out_layout);
-        fresh->reorder_dst = fresh->dst_md != fresh->out_md;
-        if (fresh->reorder_dst)
-          fresh->dst_reorder =
-              dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->dst_md, eng, fresh->out_md));
+        fresh->io.src_md = pd.src_desc();
+        fresh->io.dst_md = pd.dst_desc();
+        fresh->out_layout = nhwc_ok ? LayoutOf(fresh->io.dst_md, y) : Layout::kPlain;
+        fresh->io.Plan(eng, y, fresh->out_layout);
         if (fuse && f.sum) {
           fresh->res_md = LayoutDesc(y, res_layout);
-          if (fresh->res_md != fresh->dst_md)
+          if (fresh->res_md != fresh->io.dst_md)
             fresh->res_reorder = dnnl::reorder(
-                dnnl::reorder::primitive_desc(eng, fresh->res_md, eng, fresh->dst_md));
+                dnnl::reorder::primitive_desc(eng, fresh->res_md, eng, fresh->io.dst_md));
         }
         fresh->packed_w = memory(pd.weights_desc(), eng);
         fresh->wei_reorder = dnnl::reorder(
@@ -256,20 +246,14 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
   }
   dnnl::engine& eng = p.engine();
   dnnl::stream& s = p.stream();
-  void* x = const_cast<void*>(ctx.input(0).raw());
   void* y = ctx.output(0).raw();
-  memory src(st->in_md, eng, x);
-  if (st->reorder_src) {
-    memory tmp(st->src_md, eng, p.Scratch(0, st->src_md.get_size()));
-    st->src_reorder.execute(s, src, tmp);
-    src = tmp;
-  }
-  memory dst = st->reorder_dst ? memory(st->dst_md, eng, p.Scratch(1, st->dst_md.get_size()))
-                               : memory(st->dst_md, eng, y);
+  memory src = st->io.Src(p, ctx.input(0).raw());
+  memory dst = st->io.Dst(p, y);
   if (st->fused && slot.fusion.sum) {
     void* r = const_cast<void*>(ctx.input(st->sum_index).raw());
-    if (st->res_md == st->dst_md) {
-      if (r != dst.get_data_handle()) std::memcpy(dst.get_data_handle(), r, st->dst_md.get_size());
+    if (st->res_md == st->io.dst_md) {
+      if (r != dst.get_data_handle())
+        std::memcpy(dst.get_data_handle(), r, st->io.dst_md.get_size());
     } else {
       memory res(st->res_md, eng, r);
       st->res_reorder.execute(s, res, dst);
@@ -282,10 +266,7 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
         memory(memory::desc({ctx.input(1).dim(0)}, memory::data_type::f32, tag::a), eng,
                const_cast<void*>(ctx.input(2).raw()));
   st->prim.execute(s, args);
-  if (st->reorder_dst) {
-    memory out(st->out_md, eng, y);
-    st->dst_reorder.execute(s, dst, out);
-  }
+  st->io.Finish(p, dst, y);
   s.wait();
 }
 

@@ -26,9 +26,9 @@ struct DeconvState : KernelState {
   bool fused = false, has_bias = false;
   Layout out_layout = Layout::kPlain;
   dnnl::deconvolution_forward prim;
-  memory::desc src_md, dst_md, in_md, out_md, wei_user_md, bias_md;
-  bool reorder_src = false, reorder_dst = false;
-  dnnl::reorder src_reorder, dst_reorder, wei_reorder;
+  DnnlIo io;
+  memory::desc wei_user_md, bias_md;
+  dnnl::reorder wei_reorder;
   memory packed_w;
   const void* packed_from = nullptr;
 };
@@ -94,7 +94,7 @@ Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
       }
     }
     const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
-    fresh->in_md = LayoutDesc(x.shape(), in_layout);
+    fresh->io.in_md = LayoutDesc(x.shape(), in_layout);
     if (group == 1) {
       fresh->wei_user_md =
           memory::desc({w.dim(1), w.dim(0), w.dim(2), w.dim(3)}, memory::data_type::f32, tag::iohw);
@@ -121,18 +121,10 @@ Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
                                           wei_any, fresh->bias_md, any(y), ss, dd, pl, pr);
       dnnl::deconvolution_forward::primitive_desc pd(d, attr, eng);
       fresh->prim = dnnl::deconvolution_forward(pd);
-      fresh->src_md = pd.src_desc();
-      fresh->dst_md = pd.dst_desc();
-      fresh->reorder_src = fresh->src_md != fresh->in_md;
-      if (fresh->reorder_src)
-        fresh->src_reorder =
-            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->in_md, eng, fresh->src_md));
-      fresh->out_layout = nhwc_ok ? LayoutOf(fresh->dst_md, y) : Layout::kPlain;
-      fresh->out_md = LayoutDesc(y, fresh->out_layout);
-      fresh->reorder_dst = fresh->dst_md != fresh->out_md;
-      if (fresh->reorder_dst)
-        fresh->dst_reorder =
-            dnnl::reorder(dnnl::reorder::primitive_desc(eng, fresh->dst_md, eng, fresh->out_md));
+      fresh->io.src_md = pd.src_desc();
+      fresh->io.dst_md = pd.dst_desc();
+      fresh->out_layout = nhwc_ok ? LayoutOf(fresh->io.dst_md, y) : Layout::kPlain;
+      fresh->io.Plan(eng, y, fresh->out_layout);
       fresh->packed_w = memory(pd.weights_desc(), eng);
       fresh->wei_reorder = dnnl::reorder(
           dnnl::reorder::primitive_desc(eng, fresh->wei_user_md, eng, pd.weights_desc()));
@@ -161,27 +153,16 @@ Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
 void RunDeconv(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<DeconvState*>(slot.state.get());
   Provider& p = *slot.provider;
-  dnnl::engine& eng = p.engine();
-  dnnl::stream& s = p.stream();
-  memory src(st->in_md, eng, const_cast<void*>(ctx.input(0).raw()));
-  if (st->reorder_src) {
-    memory tmp(st->src_md, eng, p.Scratch(0, st->src_md.get_size()));
-    st->src_reorder.execute(s, src, tmp);
-    src = tmp;
-  }
   void* y = ctx.output(0).raw();
-  memory dst = st->reorder_dst ? memory(st->dst_md, eng, p.Scratch(1, st->dst_md.get_size()))
-                               : memory(st->dst_md, eng, y);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st->packed_w}, {DNNL_ARG_DST, dst}};
+  memory dst = st->io.Dst(p, y);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, st->io.Src(p, ctx.input(0).raw())},
+                                          {DNNL_ARG_WEIGHTS, st->packed_w},
+                                          {DNNL_ARG_DST, dst}};
   if (st->has_bias)
-    args[DNNL_ARG_BIAS] = memory(st->bias_md, eng, const_cast<void*>(ctx.input(2).raw()));
-  st->prim.execute(s, args);
-  if (st->reorder_dst) {
-    memory out(st->out_md, eng, y);
-    st->dst_reorder.execute(s, dst, out);
-  }
-  s.wait();
+    args[DNNL_ARG_BIAS] = memory(st->bias_md, p.engine(), const_cast<void*>(ctx.input(2).raw()));
+  st->prim.execute(p.stream(), args);
+  st->io.Finish(p, dst, y);
+  p.stream().wait();
 }
 
 constexpr KernelDef kKernels[] = {

@@ -110,6 +110,43 @@ inline dnnl::post_ops MakePostOps(const Fusion& f) {
   return po;
 }
 
+// The tensors around a oneDNN primitive that picks its own activation layouts (Conv,
+// ConvTranspose): the input as stored (`in_md`) is reordered into what the primitive reads
+// (`src_md`) when they differ, and what it writes (`dst_md`) into the output's Layout (`out_md`).
+struct DnnlIo {
+  dnnl::memory::desc in_md, src_md, dst_md, out_md;
+  bool reorder_src = false, reorder_dst = false;
+  dnnl::reorder src_reorder, dst_reorder;
+
+  // With in_md, src_md and dst_md set: out_md for output shape `y` in `out`, and the reorders.
+  void Plan(dnnl::engine& eng, const Shape& y, Layout out) {
+    reorder_src = src_md != in_md;
+    if (reorder_src)
+      src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, in_md, eng, src_md));
+    out_md = LayoutDesc(y, out);
+    reorder_dst = dst_md != out_md;
+    if (reorder_dst)
+      dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, dst_md, eng, out_md));
+  }
+  // The input as the primitive reads it (reordered into scratch 0 when needed).
+  dnnl::memory Src(Provider& p, const void* x) const {
+    dnnl::memory src(in_md, p.engine(), const_cast<void*>(x));
+    if (!reorder_src) return src;
+    dnnl::memory tmp(src_md, p.engine(), p.Scratch(0, src_md.get_size()));
+    src_reorder.execute(p.stream(), src, tmp);
+    return tmp;
+  }
+  // Where the primitive writes: y itself, or scratch 1 that Finish reorders into y.
+  dnnl::memory Dst(Provider& p, void* y) const {
+    return dnnl::memory(dst_md, p.engine(), reorder_dst ? p.Scratch(1, dst_md.get_size()) : y);
+  }
+  void Finish(Provider& p, dnnl::memory dst, void* y) const {
+    if (!reorder_dst) return;
+    dnnl::memory out(out_md, p.engine(), y);
+    dst_reorder.execute(p.stream(), dst, out);
+  }
+};
+
 // Runs fn(begin, end) over [0, n) on the provider's OpenMP threads.
 template <typename F>
 void ParallelRange(int64_t n, int64_t min_chunk, F&& fn) {
