@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cpu/conv3x3_harness.h"
 #include "graph_builders.h"
 #include "ir/graph.h"
 #include "ops/cpu/conv_gemm.h"
@@ -18,26 +19,11 @@
 namespace ferry {
 namespace {
 
+using namespace conv3x3_test;
+
 using ops::cpu::ConvAlgo;
 using runtime::Session;
 using runtime::SessionOptions;
-using testing::MakeNode;
-
-Tensor Rand(const Shape& shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::kFloat, shape);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  for (auto& x : t.span<float>()) x = d(gen);
-  return t;
-}
-
-ir::Attribute Ints(const std::string& name, std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::AttrType::kInts;
-  a.ints = std::move(v);
-  return a;
-}
 
 // Forces kGemm (and optionally the AVX-512 switch) for a test; restores both at the end.
 struct Force {
@@ -48,34 +34,6 @@ struct Force {
   ~Force() {
     ops::cpu::SetConvAlgoOverride(ConvAlgo::kAuto);
     ops::cpu::SetWinogradAvx512(-1);
-  }
-};
-
-struct Model {
-  std::shared_ptr<ir::Model> m = std::make_shared<ir::Model>();
-  std::vector<std::pair<std::string, Value>> feeds;
-  Model() {
-    m->ir_version = 8;
-    m->opset_imports.push_back({"", 17});
-  }
-  void Input(const std::string& name, Tensor t) {
-    m->graph.inputs.push_back({name, {}, ""});
-    feeds.emplace_back(name, Value(std::move(t)));
-  }
-  void Const(const std::string& name, Tensor t) {
-    m->graph.initializers.push_back({name, std::move(t), ""});
-  }
-  ir::Node& Node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
-    m->graph.nodes.push_back(MakeNode(op, std::move(in), std::move(out)));
-    return m->graph.nodes.back();
-  }
-  void Conv3x3(const std::string& x, const std::string& w, const std::string& b,
-               const std::string& y, std::vector<int64_t> pads) {
-    std::vector<std::string> in = {x, w};
-    if (!b.empty()) in.push_back(b);
-    ir::Node& n = Node("Conv", in, {y});
-    n.attributes.push_back(Ints("kernel_shape", {3, 3}));
-    n.attributes.push_back(Ints("pads", std::move(pads)));
   }
 };
 
@@ -182,10 +140,6 @@ TEST_F(ConvGemmTest, SingleConvMatchesReference) {
 // reads its input and residual in NHWC and writes NHWC; a plain residual (the graph input) too.
 TEST_F(ConvGemmTest, FusedResidualBlocksMatchReference) {
   Force force(1);
-  struct BlockCase {
-    int64_t n, c, hw;
-    bool clip, plain_residual;
-  };
   const BlockCase cases[] = {
       {1, 16, 7, false, false}, {3, 8, 5, true, false},  {1, 13, 5, false, false},
       {1, 24, 9, false, true},  {1, 3, 6, true, true},   {1, 64, 7, false, false},
@@ -196,25 +150,7 @@ TEST_F(ConvGemmTest, FusedResidualBlocksMatchReference) {
     SCOPED_TRACE(::testing::Message() << "n=" << bc.n << " c=" << bc.c << " hw=" << bc.hw
                                       << " clip=" << bc.clip << " plain_res=" << bc.plain_residual);
     Model md;
-    md.Input("x", Rand({bc.n, bc.c, bc.hw, bc.hw}, seed++));
-    md.Const("w1", Rand({bc.c, bc.c, 3, 3}, seed++, -0.3f, 0.3f));
-    md.Const("b1", Rand({bc.c}, seed++));
-    md.Const("w2", Rand({bc.c, bc.c, 3, 3}, seed++, -0.3f, 0.3f));
-    md.Const("b2", Rand({bc.c}, seed++));
-    md.Const("w3", Rand({bc.c, bc.c, 1, 1}, seed++));
-    md.Conv3x3("x", "w1", "b1", "c1", {1, 1, 1, 1});
-    md.Node("Relu", {"c1"}, {"r1"});
-    md.Conv3x3("r1", "w2", "b2", "c2", {1, 1, 1, 1});
-    md.Node("Add", {"c2", bc.plain_residual ? "x" : "r1"}, {"s"});
-    if (bc.clip) {
-      md.Const("lo", Tensor::FromVector<float>({-0.5f}, {}));
-      md.Const("hi", Tensor::FromVector<float>({1.5f}, {}));
-      md.Node("Clip", {"s", "lo", "hi"}, {"r2"});
-    } else {
-      md.Node("Relu", {"s"}, {"r2"});
-    }
-    md.Node("Conv", {"r2", "w3"}, {"y"});
-    md.m->graph.outputs.push_back({"y", {}, ""});
+    BuildResidualBlock(md, bc, seed);
     uint64_t runs = 0;
     const int threads = static_cast<int>(&bc - cases) % 2 + 1;
     EXPECT_LE(Compare(md, threads, &runs), kTol);
