@@ -402,7 +402,7 @@ Result<Table> RunCalibration(std::shared_ptr<const ir::Model> model,
   }
   if (options.max_samples > 0) total = std::min(total, options.max_samples);
   int64_t batch = std::max<int64_t>(options.batch, 0), done = 0, runs = 0;
-  auto run = [&](const verify::DataSet& part, int64_t rows) -> Status {
+  auto run = [&](verify::DataSet part, int64_t rows) -> Status {
     if (options.progress) options.progress(static_cast<size_t>(done), static_cast<size_t>(total));
     for (const auto& [name, v] : part.inputs) cal.Observe(name, v);
     auto outs = session.value()->Run(part.inputs, ro);
@@ -415,25 +415,8 @@ Result<Table> RunCalibration(std::shared_ptr<const ir::Model> model,
     }
     return Status::Ok();
   };
-  for (auto& set : sets) {
-    if (done >= total) break;
-    const int64_t rows = SplittableRows(set, graph);
-    if (rows < 0) {
-      FERRY_RETURN_IF_ERROR(run(set, 1));
-    } else {
-      const int64_t n = std::min(rows, total - done);
-      for (int64_t b = 0; b < n;) {
-        const int64_t e = std::min(n, b + std::max<int64_t>(batch, 1));
-        if (b == 0 && e == rows) {
-          FERRY_RETURN_IF_ERROR(run(set, e - b));
-        } else {
-          FERRY_RETURN_IF_ERROR(run(SliceSet(set, b, e), e - b));
-        }
-        b = e;
-      }
-    }
-    set.inputs.clear();  // released once run
-  }
+  FERRY_RETURN_IF_ERROR(ForEachRun(
+      sets, graph, options.max_samples, [&] { return batch; }, run));
   if (options.progress && total > 0)
     options.progress(static_cast<size_t>(total) - 1, static_cast<size_t>(total));
   Table t = cal.Finish(options.method, options.activation_type, options.symmetric);

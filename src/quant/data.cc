@@ -39,30 +39,42 @@ verify::DataSet SliceSet(const verify::DataSet& set, int64_t begin, int64_t end)
   return part;
 }
 
+Status ForEachRun(std::vector<verify::DataSet>& sets, const ir::Graph& graph, int64_t max_samples,
+                  const std::function<int64_t()>& batch,
+                  const std::function<Status(verify::DataSet part, int64_t rows)>& fn) {
+  int64_t done = 0;
+  for (auto& set : sets) {
+    if (max_samples > 0 && done >= max_samples) break;
+    const int64_t rows = SplittableRows(set, graph);
+    if (rows < 0) {
+      FERRY_RETURN_IF_ERROR(fn(std::move(set), 1));
+      ++done;
+    } else {
+      const int64_t n = max_samples > 0 ? std::min(rows, max_samples - done) : rows;
+      for (int64_t b = 0; b < n;) {
+        const int64_t e = std::min(n, b + std::max<int64_t>(batch(), 1));
+        FERRY_RETURN_IF_ERROR(
+            fn(b == 0 && e == rows ? std::move(set) : SliceSet(set, b, e), e - b));
+        b = e;
+      }
+      done += n;
+    }
+    set.inputs.clear();  // released once run (a no-op when it was moved out)
+  }
+  return Status::Ok();
+}
+
 std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, const ir::Graph& graph,
                                           int64_t batch, int64_t max_samples, int64_t* samples) {
   std::vector<verify::DataSet> out;
   int64_t kept = 0;
-  batch = std::max<int64_t>(batch, 1);
-  for (auto& set : sets) {
-    if (max_samples > 0 && kept >= max_samples) break;
-    int64_t n = SplittableRows(set, graph);
-    if (n < 0) {
-      kept += 1;
-      out.push_back(std::move(set));
-      continue;
-    }
-    if (max_samples > 0) n = std::min(n, max_samples - kept);
-    for (int64_t b = 0; b < n; b += batch) {
-      int64_t e = std::min(n, b + batch);
-      if (b == 0 && e == SplittableRows(set, graph)) {
-        out.push_back(std::move(set));
-        break;
-      }
-      out.push_back(SliceSet(set, b, e));
-    }
-    kept += n;
-  }
+  (void)ForEachRun(
+      sets, graph, max_samples, [batch] { return batch; },
+      [&](verify::DataSet part, int64_t rows) {
+        out.push_back(std::move(part));
+        kept += rows;
+        return Status::Ok();
+      });
   if (samples) *samples = kept;
   return out;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -21,6 +22,15 @@ std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, con
 // the graph declares that dimension symbolic or unknown (the set can be cut into samples); -1
 // otherwise.
 int64_t SplittableRows(const verify::DataSet& set, const ir::Graph& graph);
+
+// Cuts `sets` into runs as SplitSamples does, one run at a time: fn(part, rows) for each, in
+// order, where `part` is the whole set (moved out) when one run covers it, else a copy of its
+// rows. `batch()` is asked before each cut (so a caller may size later runs by earlier ones;
+// values below 1 count as 1). A set's inputs are released once its last run is done. Stops at
+// the first error fn returns, and after `max_samples` samples (0: all).
+Status ForEachRun(std::vector<verify::DataSet>& sets, const ir::Graph& graph, int64_t max_samples,
+                  const std::function<int64_t()>& batch,
+                  const std::function<Status(verify::DataSet part, int64_t rows)>& fn);
 
 // Rows [begin, end) of every input of `set` (copies), named "set[begin:end]".
 verify::DataSet SliceSet(const verify::DataSet& set, int64_t begin, int64_t end);
