@@ -1309,6 +1309,25 @@ Status GraphExecutor::MaterializeLazy(Step& d, const Frame& frame) {
   return Status::Ok();
 }
 
+namespace {
+
+// Runs fn() as the session computes: the cpu provider's threads set (OpenMP count) and, with
+// SessionOptions::flush_denormals, subnormals flushed on the calling thread and every worker;
+// the caller's floating-point mode is back (on the workers too) when it returns.
+template <typename F>
+Status InRunMode(SessionShared& shared, F&& fn) {
+  Status st;
+  {
+    ScopedFlushDenormals mode(shared.flush);
+    if (shared.cpu) ops::cpu::BeginRun(shared.cpu.get(), shared.flush);
+    st = fn();
+  }
+  if (shared.cpu) ops::cpu::EndRun(shared.cpu.get(), shared.flush);  // copies the restored mode
+  return st;
+}
+
+}  // namespace
+
 Session::~Session() = default;
 
 Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model> model,
@@ -1328,15 +1347,8 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model
     return UnsupportedError("unknown provider '{}' (known: cpu, reference)", options.provider);
   for (const auto& vi : s->model_->graph.inputs) s->inputs_.push_back(&vi);
   s->root_ = std::make_unique<GraphExecutor>(s->model_->graph, s->shared_.get());
-  const bool flush = s->shared_->flush;
-  Status built;
-  {
-    ScopedFlushDenormals mode(flush);  // constants folded at build as a run would compute them
-    if (s->shared_->cpu) ops::cpu::BeginRun(s->shared_->cpu.get(), flush);
-    built = s->root_->Build({});
-  }
-  if (s->shared_->cpu) ops::cpu::EndRun(s->shared_->cpu.get(), flush);
-  FERRY_RETURN_IF_ERROR(built);
+  // Constants folded at build are computed as a run would compute them.
+  FERRY_RETURN_IF_ERROR(InRunMode(*s->shared_, [&] { return s->root_->Build({}); }));
   return s;
 }
 
@@ -1428,15 +1440,8 @@ Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string,
     }
   }
   std::vector<Value> outs;
-  const bool flush = shared_->flush;
-  Status ran;
-  {
-    ScopedFlushDenormals mode(flush);
-    if (shared_->cpu) ops::cpu::BeginRun(shared_->cpu.get(), flush);
-    ran = root_->Run(nullptr, ordered, &outs, &options);
-  }
-  if (shared_->cpu) ops::cpu::EndRun(shared_->cpu.get(), flush);
-  FERRY_RETURN_IF_ERROR(ran);
+  FERRY_RETURN_IF_ERROR(
+      InRunMode(*shared_, [&] { return root_->Run(nullptr, ordered, &outs, &options); }));
   return outs;
 }
 
