@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "ops/cpu/dnnl_util.h"
 
@@ -294,13 +295,7 @@ void ConvGemm::Run(const float* x, const float* bias, const float* res, float* y
       g.res = rc;
     }
   }
-  g.lo = -std::numeric_limits<float>::infinity();
-  g.hi = std::numeric_limits<float>::infinity();
-  if (fusion_.act == Fusion::Act::kRelu) g.lo = 0.f;
-  if (fusion_.act == Fusion::Act::kClip) {
-    g.lo = fusion_.lo;
-    g.hi = fusion_.hi;
-  }
+  std::tie(g.lo, g.hi) = fusion_.bounds();
   const int64_t blocks = (m_ + kRows - 1) / kRows;
 #ifdef _OPENMP
   const int threads = std::min(omp_get_max_threads(), threads_);

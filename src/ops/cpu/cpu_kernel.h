@@ -20,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ops/op.h"
@@ -48,6 +50,13 @@ struct Fusion {
   float lo = 0, hi = 0;  // kClip bounds
   bool sum = false;      // input KernelDef::fuse_input is added to the result before `act`
   bool any() const { return act != Act::kNone || sum; }
+  // The clamp `act` amounts to: [0, inf) for Relu, [lo, hi] for Clip, unbounded otherwise.
+  std::pair<float, float> bounds() const {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    if (act == Act::kRelu) return {0.f, kInf};
+    if (act == Act::kClip) return {lo, hi};
+    return {-kInf, kInf};
+  }
 };
 
 class KernelState {

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "ops/cpu/dnnl_util.h"
@@ -657,13 +658,7 @@ void WinogradConv::Run(const float* x, const float* bias, const float* res, floa
       a.res = rc;
     }
   }
-  a.lo = -std::numeric_limits<float>::infinity();
-  a.hi = std::numeric_limits<float>::infinity();
-  if (fusion_.act == Fusion::Act::kRelu) a.lo = 0.f;
-  if (fusion_.act == Fusion::Act::kClip) {
-    a.lo = fusion_.lo;
-    a.hi = fusion_.hi;
-  }
+  std::tie(a.lo, a.hi) = fusion_.bounds();
   if (m_ == 2)
     RunPhases<2>(a);
   else
