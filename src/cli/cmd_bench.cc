@@ -172,12 +172,22 @@ int BenchCommand(const Options& o) {
     if (!is_real(name))
       return ReportError(
           UsageError("--input: unknown input '{}' (the model's inputs are: {})", name, names));
+  // A symbolic dim that --shape fixed for one input takes the same size in the others.
+  std::map<std::string, int64_t> bound;
+  for (const auto* vi : real)
+    if (auto it = shapes.find(vi->name);
+        it != shapes.end() && vi->type.shape && vi->type.shape->size() == it->second.size())
+      for (size_t i = 0; i < it->second.size(); ++i)
+        if (const auto& d = (*vi->type.shape)[i]; !d.value && !d.symbol.empty())
+          bound.emplace(d.symbol, it->second[i]);
   std::mt19937_64 rng(20240601);
+  nlohmann::json input_shapes = nlohmann::json::object();
   std::vector<std::pair<std::string, Value>> feeds;
   for (const auto* vi : real) {
     if (files.count(vi->name)) {
       auto v = ReadInputFile(files[vi->name], vi->type);
       if (!v.ok()) return ReportError(v.status());
+      if (v->is_tensor()) input_shapes[vi->name] = v->tensor().shape();
       feeds.emplace_back(vi->name, std::move(v).value());
       continue;
     }
@@ -200,14 +210,20 @@ int BenchCommand(const Options& o) {
       if (!vi->type.shape)
         return ReportError(UsageError("input '{}' has no declared shape: give --shape {}=DIMS",
                                       vi->name, vi->name));
+      // Other symbolic dims are 1, as ORT's perf test and Polygraphy choose; the choice is
+      // printed (stderr, so --json stays one document) and kept in the JSON's "inputs".
+      std::string chosen;
       for (const auto& d : *vi->type.shape) {
+        auto it = d.symbol.empty() ? bound.end() : bound.find(d.symbol);
+        shape.push_back(d.value ? *d.value : it != bound.end() ? it->second : 1);
         if (!d.value)
-          return ReportError(
-              UsageError("input '{}' has shape {} with a symbolic dim: give --shape {}=DIMS",
-                         vi->name, vi->type.ToString(), vi->name));
-        shape.push_back(*d.value);
+          chosen += fmt::format("{}{}={}", chosen.empty() ? "" : ", ", d.ToString(), shape.back());
       }
+      if (!chosen.empty())
+        fmt::print(stderr, "note: input '{}' {}: symbolic {} (--shape {}=DIMS to choose)\n",
+                   vi->name, vi->type.ToString(), chosen, vi->name);
     }
+    input_shapes[vi->name] = shape;
     auto t = RandomInput(g, *vi, shape, &rng);
     if (!t.ok()) return ReportError(t.status());
     feeds.emplace_back(vi->name, Value(std::move(t).value()));
@@ -255,7 +271,8 @@ int BenchCommand(const Options& o) {
       {"throughput", 1000.0 * o.runs / total_ms},
       {"peak_rss_mb", peak},
       {"rss_before_load_mb", rss_before},
-      {"arena_mb", static_cast<double>((*session)->arena_bytes()) / (1024.0 * 1024.0)}};
+      {"arena_mb", static_cast<double>((*session)->arena_bytes()) / (1024.0 * 1024.0)},
+      {"inputs", input_shapes}};
   std::vector<runtime::NodeReport> report = (*session)->node_report();
   std::map<std::string, int> by_provider;
   for (const auto& r : report) ++by_provider[r.provider];
@@ -323,7 +340,7 @@ void SetupBench(CLI::App& sub, Action* action) {
   sub.add_option("--runs", o->runs, "Timed runs (default 50)");
   sub.add_option("--warmup", o->warmup, "Untimed runs after the first (default 5)");
   sub.add_option("--shape", o->shapes,
-                 "NAME=DIMS (e.g. input=1x3x224x224) for symbolic dims; repeatable");
+                 "NAME=DIMS (e.g. input=1x3x224x224) for symbolic dims (default 1); repeatable");
   sub.add_option("--input,-i", o->inputs,
                  "NAME=FILE (.npy or .pb) instead of random data; repeatable");
   sub.add_option("--provider", o->provider, "cpu (default) or reference");

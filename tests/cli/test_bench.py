@@ -50,6 +50,18 @@ def embedding_model(work):
     return path
 
 
+def two_input_model(work):
+    # a and b share the symbolic dims batch and seq: Add needs them equal.
+    g = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+        "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", "seq"]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])])
+    path = os.path.join(work, "add.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ferry", required=True)
@@ -94,7 +106,17 @@ def main():
     rc, out, err = ferry(args, "bench", emb, "--shape", "ids=1x64", "--runs", "3", "--json")
     check(rc == 0, "random ids stay below the table's row count (%r)" % err.strip()[:300])
 
-    expect_error(args, "symbolic dim without --shape", 2, ["'x'", "--shape"], "bench", conv)
+    # Symbolic dims without --shape are 1, said on stderr; --json stays one document.
+    rc, out, err = ferry(args, "bench", conv, "--runs", "2", "--json")
+    j = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and j.get("inputs", {}).get("x") == [1, 3, 16, 16], "symbolic batch defaults to 1 (%r)" % err.strip()[:300])
+    check("'x'" in err and "batch=1" in err and "--shape" in err, "the default is said on stderr (%r)" % err.strip()[:300])
+    add = two_input_model(args.work)
+    rc, out, err = ferry(args, "bench", add, "--shape", "a=2x5", "--runs", "2", "--json")
+    j = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and j.get("inputs", {}).get("b") == [2, 5],
+          "a symbol fixed by --shape of one input sizes the others (%r)" % err.strip()[:300])
+    check("seq=5" in err and "batch=2" in err, "the bound sizes are said (%r)" % err.strip()[:300])
     expect_error(args, "bad --shape syntax", 2, ["x=1xfoo"], "bench", conv, "--shape", "x=1xfoo")
     expect_error(args, "--shape of an unknown input", 2, ["'nope'", "x"], "bench", conv, "--shape", "nope=1x3")
     expect_error(args, "--shape against the declared dims", 3, ["x", "16"], "bench", conv,
