@@ -146,7 +146,7 @@ TEST(CpuSoftmax, BothSemanticsMatchReference) {
   }
 }
 
-TEST(CpuReduce, TrailingAxesMatchReferenceAndOthersDecline) {
+TEST(CpuReduce, ContiguousAxesMatchReferenceAndOthersDecline) {
   struct Case {
     std::string op;
     int64_t opset;
@@ -160,10 +160,15 @@ TEST(CpuReduce, TrailingAxesMatchReferenceAndOthersDecline) {
       {"ReduceMean", 14, {3, 5, 127}, {1, 2}, 0, true},
       {"ReduceMean", 14, {3, 5, 7}, {}, 1, true},  // all axes
       {"ReduceMean", 18, {3, 5, 7}, {-1}, 1, true},
-      {"ReduceMean", 14, {3, 5, 7}, {0}, 1, false},
+      {"ReduceMean", 14, {3, 5, 7}, {0}, 1, true},         // leading axis: inner block 35
+      {"ReduceMean", 14, {2, 3, 5, 16}, {1, 2}, 0, true},  // middle block, inner 16
+      {"ReduceMean", 14, {3, 5, 7}, {0, 2}, 1, false},     // a kept axis between
       {"ReduceSum", 11, {300, 130}, {1}, 0, true},
       {"ReduceSum", 13, {3, 5, 7}, {2}, 1, true},
-      {"ReduceSum", 13, {3, 5, 7}, {1}, 1, false},
+      {"ReduceSum", 13, {3, 5, 7}, {1}, 1, true},
+      {"ReduceSum", 13, {1, 128, 256}, {1}, 0, true},  // BERT's masked-mean pooling
+      {"ReduceSum", 13, {2, 127, 8}, {-2}, 0, true},   // inner 8
+      {"ReduceSum", 13, {3, 1, 13}, {0, 1}, 1, true},
   };
   uint32_t seed = 1400;
   for (const Case& c : cases) {

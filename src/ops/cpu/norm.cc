@@ -1,11 +1,11 @@
-// cpu kernels: float32 Softmax, ReduceMean / ReduceSum over trailing axes, LayerNormalization,
+// cpu kernels: float32 Softmax, ReduceMean / ReduceSum over contiguous axes, LayerNormalization,
 // on the row kernels of vec.h.
 //
 // Softmax: opset 1-12 coerces the input to 2-D at `axis` (rows of prod(dims[axis:])); opset 13+
 // works along one axis. A contiguous row (the last axis, or any legacy split) is the fast path;
 // an inner axis is gathered into a row, computed and scattered back.
-// ReduceMean / ReduceSum: the reduced axes must be the trailing ones (after dropping nothing:
-// e.g. axes [-1] or [-2,-1]); other reductions decline. keepdims either way.
+// ReduceMean / ReduceSum: the reduced axes must be one contiguous block (e.g. [-1], [-2,-1] or
+// [1] of [B,S,H]); other reductions decline. keepdims either way.
 // LayerNormalization (opset 17): one normalized row of prod(dims[axis:]); Scale and B of that
 // many elements (or one); the optional Mean / InvStdDev outputs decline.
 // Rows are split over the threads in fixed contiguous blocks when the tensor is large.
@@ -122,22 +122,28 @@ Status PrepareReduce(OpContext& ctx, NodeSlot& slot) {
   FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
   std::vector<bool> reduced(s.size(), axes.empty());
   for (int64_t ax : axes) reduced[static_cast<size_t>(ax < 0 ? ax + rank : ax)] = true;
-  size_t first = s.size();
-  while (first > 0 && reduced[first - 1]) --first;
-  for (size_t d = 0; d < first; ++d)
-    if (reduced[d]) {  // a reduced axis before a kept one
+  // The reduced axes must be one contiguous block [first, last): x is [outer, n, inner].
+  size_t first = 0;
+  while (first < s.size() && !reduced[first]) ++first;
+  size_t last = first;
+  while (last < s.size() && reduced[last]) ++last;
+  for (size_t d = last; d < s.size(); ++d)
+    if (reduced[d]) {  // reduced axes with a kept one between them
       slot.declined = true;
       return Status::Ok();
     }
-  const Shape kept(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(first));
-  const Shape red(s.begin() + static_cast<std::ptrdiff_t>(first), s.end());
-  if (NumElements(red) == 0 || NumElements(kept) == 0) {
+  auto span = [&](size_t b, size_t e) {
+    return NumElements(Shape(s.begin() + static_cast<std::ptrdiff_t>(b),
+                             s.begin() + static_cast<std::ptrdiff_t>(e)));
+  };
+  if (ctx.input(0).size() == 0) {
     slot.declined = true;
     return Status::Ok();
   }
   RowState* st = Fresh(slot);
-  st->outer = NumElements(kept);
-  st->n = NumElements(red);
+  st->outer = span(0, first);
+  st->n = span(first, last);
+  st->inner = span(last, s.size());
   st->mean = kMean;
   slot.out_layouts.assign(1, Layout::kPlain);
   ctx.set_output(0, DType::kFloat, decl[0].shape);
@@ -148,11 +154,24 @@ void RunReduce(OpContext& ctx, NodeSlot& slot) {
   const auto* st = static_cast<const RowState*>(slot.state.get());
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output(0).data<float>();
-  const auto sum = Vec().sum;
-  const int64_t n = st->n;
+  const int64_t n = st->n, inner = st->inner;
   const float scale = st->mean ? 1.f / static_cast<float>(n) : 1.f;
-  ForRows(st->outer, n, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) y[r] = sum(x + r * n, n) * scale;
+  if (inner == 1) {
+    const auto sum = Vec().sum;
+    ForRows(st->outer, n, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) y[r] = sum(x + r * n, n) * scale;
+    });
+    return;
+  }
+  // An inner block: y[o, j] = sum over k of x[o, k, j] (a fixed order, independent of threads).
+  const auto sum_lanes = Vec().sum_lanes;
+  ForRows(st->outer, n * inner, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* yr = y + r * inner;
+      sum_lanes(x + r * n * inner, n, inner, yr);
+      if (st->mean)
+        for (int64_t j = 0; j < inner; ++j) yr[j] *= scale;
+    }
   });
 }
 
