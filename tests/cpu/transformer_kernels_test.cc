@@ -226,11 +226,14 @@ TEST(CpuLayerNorm, MatchesReference) {
   }
 }
 
-// The AVX2 table against the baseline one (same math, maybe contracted to FMA).
-TEST(CpuVec, InstructionSetsAgree) {
+// The AVX2 and AVX-512 tables against the baseline one (same math, maybe contracted to FMA,
+// reductions in wider lanes).
+class CpuVec : public ::testing::TestWithParam<int> {};
+
+TEST_P(CpuVec, InstructionSetsAgree) {
   const ops::cpu::VecOps& base = ops::cpu::BaselineVec();
-  const ops::cpu::VecOps* avx = ops::cpu::Avx2Vec();
-  if (!avx) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  const ops::cpu::VecOps* avx = GetParam() == 2 ? ops::cpu::Avx2Vec() : ops::cpu::Avx512Vec();
+  if (!avx) GTEST_SKIP() << "this CPU lacks the instruction set";
   Tensor x = Rand({1037}, 1600, -20.f, 20.f);
   Tensor z = Rand({1037}, 1601, 0.5f, 2.f);
   const float* px = x.data<float>();
@@ -278,6 +281,11 @@ TEST(CpuVec, InstructionSetsAgree) {
   avx->layer_norm(px, y2.data(), 1037, 1e-5f, pz, 1, px, 1);
   close(1e-5, 1e-6);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, CpuVec, ::testing::Values(2, 512),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param == 2 ? std::string("Avx2") : std::string("Avx512");
+                         });
 
 }  // namespace
 }  // namespace ferry

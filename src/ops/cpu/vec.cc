@@ -1,4 +1,4 @@
-// The row kernels of vec.h, compiled for the baseline ISA and for AVX2+FMA.
+// The row kernels of vec.h, compiled for the baseline ISA, for AVX2+FMA and for AVX-512.
 #include "ops/cpu/vec.h"
 
 #include <algorithm>
@@ -21,6 +21,13 @@ namespace avx2 {
 #include "ops/cpu/vec_impl.inc"
 }  // namespace avx2
 #pragma GCC pop_options
+#define FERRY_VEC_AVX512 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")
+namespace avx512 {
+#include "ops/cpu/vec_impl.inc"
+}  // namespace avx512
+#pragma GCC pop_options
 #endif
 
 const VecOps& BaselineVec() {
@@ -38,8 +45,19 @@ const VecOps* Avx2Vec() {
 #endif
 }
 
+const VecOps* Avx512Vec() {
+#ifdef FERRY_VEC_AVX512
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  static const VecOps t = avx512::MakeTable("avx512");
+  return has ? &t : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
 const VecOps& Vec() {
-  static const VecOps& t = Avx2Vec() ? *Avx2Vec() : BaselineVec();
+  static const VecOps& t = Avx512Vec() ? *Avx512Vec() : Avx2Vec() ? *Avx2Vec() : BaselineVec();
   return t;
 }
 

@@ -53,10 +53,11 @@ struct VecOps {
   const char* isa;
 };
 
-// The best table for this CPU (AVX2+FMA when the CPU has both, else the baseline).
+// The best table for this CPU (AVX-512, else AVX2+FMA, else the baseline).
 const VecOps& Vec();
 // Both tables, for tests (Avx2Vec() is null on a CPU without AVX2+FMA).
 const VecOps& BaselineVec();
 const VecOps* Avx2Vec();
+const VecOps* Avx512Vec();  // null without AVX-512 F/VL/BW/DQ
 
 }  // namespace ferry::ops::cpu
