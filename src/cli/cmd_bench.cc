@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -71,6 +72,13 @@ double RssMb(const char* key) {
 // does not inherit the parent's peak across fork + exec).
 double PeakRssMb() {
   return RssMb("VmHWM:");
+}
+
+// CPU time (user + system) the process has used, over all its threads.
+double ProcessCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
 struct Options {
@@ -241,6 +249,7 @@ int BenchCommand(const Options& o) {
   }
   (*session)->ResetProfile();
   std::vector<double> times;
+  const double cpu0 = ProcessCpuMs();
   auto tall = Clock::now();
   for (int i = 0; i < o.runs; ++i) {
     auto t = Clock::now();
@@ -249,6 +258,7 @@ int BenchCommand(const Options& o) {
     if (!r.ok()) return ReportError(r.status());
   }
   const double total_ms = std::chrono::duration<double, std::milli>(Clock::now() - tall).count();
+  const double cpu_ms = (ProcessCpuMs() - cpu0) / o.runs;
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double peak = PeakRssMb();
@@ -268,6 +278,7 @@ int BenchCommand(const Options& o) {
       {"p99_ms", Percentile(sorted, 0.99)},
       {"max_ms", sorted.back()},
       {"mean_ms", total_ms / o.runs},
+      {"cpu_ms", cpu_ms},
       {"throughput", 1000.0 * o.runs / total_ms},
       {"peak_rss_mb", peak},
       {"rss_before_load_mb", rss_before},
@@ -308,7 +319,8 @@ int BenchCommand(const Options& o) {
   fmt::print("warm        {} runs: min {:.2f}  p50 {:.2f}  p90 {:.2f}  p99 {:.2f}  max {:.2f} ms\n",
              o.runs, sorted.front(), Percentile(sorted, 0.5), Percentile(sorted, 0.9),
              Percentile(sorted, 0.99), sorted.back());
-  fmt::print("throughput  {:.1f} inferences/s\n", 1000.0 * o.runs / total_ms);
+  fmt::print("throughput  {:.1f} inferences/s, {:.2f} ms of CPU time per run (all threads)\n",
+             1000.0 * o.runs / total_ms, cpu_ms);
   fmt::print("memory      peak RSS {:.1f} MB ({:.1f} MB before load)\n", peak, rss_before);
   if (o.profile) {
     fmt::print("\nper node (ms per run):\n");

@@ -83,6 +83,7 @@ def main():
               "min <= p50 <= p90 <= p99 <= max")
         check(j["load_ms"] > 0 and j["first_ms"] > 0 and j["throughput"] > 0, "load, first, throughput > 0")
         check(j["peak_rss_mb"] > 1, "peak RSS in MB")
+        check(j.get("cpu_ms", 0) > 0, "CPU time per run")
 
     rc, out, err = ferry(args, "bench", conv, "--shape", "x=1x3x16x16", "--runs", "3", "--profile", "--json")
     j = json.loads(out) if rc == 0 else {}
