@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -940,7 +941,14 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
           first[static_cast<size_t>(id)] = static_cast<int>(s);
         }
       }
-      return Tensor(dt, shape);
+      // Every kernel writes all of its outputs (the arena's reused bytes are not zero either):
+      // zero-filling a graph output on every run cost a memset and fresh page faults.
+      if (dt == DType::kString) return Tensor(dt, shape);
+      Tensor t = Tensor::Uninitialized(dt, shape);
+#ifdef FERRY_POISON_OUTPUTS
+      std::memset(t.raw(), 0xFF, t.nbytes());  // NaN as float, -1 as integer
+#endif
+      return t;
     };
     auto allocate_declared = [&](ops::OpContext& ctx, std::vector<Value>* outs) -> Status {
       const auto& decl = ctx.declared();

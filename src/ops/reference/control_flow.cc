@@ -1,5 +1,7 @@
 // Reference kernels: If, Loop, Scan. Their bodies are subgraphs run through
 // ctx.subgraph(...); outputs depend on what the bodies compute, so run allocates them.
+#include <cstring>
+
 #include "ops/reference/common.h"
 
 namespace ferry::ops {
@@ -403,6 +405,8 @@ void RunScan8(OpContext& ctx, SubgraphRunner* body, const ScanLayout& l) {
     Shape elem_shape = s;
     s.insert(s.begin(), {batch, l.seq_len});
     Tensor& out = ctx.allocate_output(l.n + j, dt, s);
+    // Steps past a batch's sequence length are zeros (outputs are not zero-filled for us).
+    if (dt != DType::kString && out.nbytes() > 0) std::memset(out.raw(), 0, out.nbytes());
     int64_t elem_size = NumElements(elem_shape);
     for (int64_t b = 0; b < batch; ++b) {
       const auto& items = elems[static_cast<size_t>(b)][j];

@@ -346,6 +346,7 @@ void CountNgrams(OpContext& ctx, const std::vector<K>& keys, const std::vector<K
   std::string mode = ctx.attr_string("mode", "TF");
   std::vector<float> weights = ctx.attr_floats("weights");
   float* y = out.data<float>();
+  std::fill(y, y + out.size(), 0.f);  // n-grams absent from a row count 0
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<double> counts(pool.total, 0);
     std::vector<int64_t> coord(counts.size(), 0);
