@@ -25,8 +25,9 @@
 #include <immintrin.h>
 #define FERRY_RNN_X86 1
 // GCC 12 reports the _mm512_undefined_ps() inside _mm512_max_ps / rcp14 / roundscale as
-// maybe-uninitialized.
+// (maybe-)uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include "ops/cpu/dnnl_util.h"
@@ -375,6 +376,9 @@ FERRY_RNN_AVX512_INLINE __m512 Tanh16(__m512 x) {
   const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mask_sub_ps(t, neg, _mm512_setzero_ps(), t);
 }
+FERRY_RNN_AVX512_INLINE void Copy16(float* to, const float* from, __mmask16 m) {
+  _mm512_mask_storeu_ps(to, m, _mm512_maskz_loadu_ps(m, from));
+}
 FERRY_RNN_AVX512_INLINE __m512 Clip16(__m512 v, const GateArgs& g) {
   if (!g.has_clip) return v;
   return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-g.clip)), _mm512_set1_ps(g.clip));
@@ -437,62 +441,109 @@ FERRY_RNN_AVX512 void Tile512(const float* a, int64_t lda, int64_t k, const floa
       for (int g = 0; g < NZ; ++g)
         _mm512_storeu_ps(s.out + (row0 + r) * s.ldc + (panel * NZ + g) * kJ, acc[r][g]);
   } else {
+    // The gate math in stages, each a loop over the tile's rows: a row's chain of dependent
+    // operations is long (exp, reciprocal, then the gate that needs it), so the rows side by
+    // side keep both vector ports busy where row after row would wait on latency.
     const int64_t H = s.gate.h, j0 = panel * kJ;
     const __mmask16 m =
         H - j0 >= kJ ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (H - j0)) - 1);
     constexpr int64_t kXg = E == Epi::kLstm ? 4 : 3;  // gates per xw panel
+    alignas(64) static const float kZeros[kXg * kJ] = {};
+    const GateArgs& ga = s.gate;
+    const float* x[MR];  // the row's xw panel (zeros past the row's length: computed, not kept)
+    bool live[MR];
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const int64_t b = row0 + r, o = b * H + j0;
-      const float* x = s.xw[b];
-      if (!x) {  // past the row's length: h carries over
-        if constexpr (E != Epi::kGruZr)
-          _mm512_mask_storeu_ps(s.hnext + o, m, _mm512_maskz_loadu_ps(m, s.hprev + o));
-        continue;
+      const float* row = s.xw[row0 + r];
+      live[r] = row != nullptr;
+      x[r] = row ? row + panel * kXg * kJ : kZeros;
+    }
+    auto at = [&](int r) { return (row0 + r) * H + j0; };  // the row's units in [B, H] buffers
+    if constexpr (E == Epi::kGruLbr || E == Epi::kGruZr) {
+      __m512 z[MR], rg[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        z[r] = Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r]), acc[r][0]), ga));
+        rg[r] = Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r] + kJ), acc[r][1]), ga));
       }
-      x += panel * kXg * kJ;
-      const GateArgs& ga = s.gate;
-      if constexpr (E == Epi::kGruLbr) {
-        const __m512 z = Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x), acc[r][0]), ga));
-        const __m512 rr = Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x + kJ), acc[r][1]), ga));
-        const __m512 n =
-            Tanh16(Clip16(_mm512_fmadd_ps(rr, acc[r][2], _mm512_loadu_ps(x + 2 * kJ)), ga));
-        const __m512 hv = _mm512_maskz_loadu_ps(m, s.hprev + o);
-        _mm512_mask_storeu_ps(s.hnext + o, m, _mm512_fmadd_ps(z, _mm512_sub_ps(hv, n), n));
-      } else if constexpr (E == Epi::kGruZr) {
-        _mm512_mask_storeu_ps(s.z + o, m,
-                              Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x), acc[r][0]), ga)));
-        const __m512 rr = Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x + kJ), acc[r][1]), ga));
-        _mm512_mask_storeu_ps(s.rh + o, m,
-                              _mm512_mul_ps(rr, _mm512_maskz_loadu_ps(m, s.hprev + o)));
-      } else if constexpr (E == Epi::kGruN) {
-        const __m512 n = Tanh16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x + 2 * kJ), acc[r][0]), ga));
-        const __m512 hv = _mm512_maskz_loadu_ps(m, s.hprev + o);
-        const __m512 z = _mm512_maskz_loadu_ps(m, s.z + o);
-        _mm512_mask_storeu_ps(s.hnext + o, m, _mm512_fmadd_ps(z, _mm512_sub_ps(hv, n), n));
-      } else {  // LSTM: gates i, o, f, c
-        const float* p = s.peep + j0;
-        const int64_t ph = H;
-        const __m512 cv = _mm512_maskz_loadu_ps(m, s.c + o);
-        const __m512 i =
-            Sigmoid16(Clip16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p), cv,
-                                             _mm512_add_ps(_mm512_loadu_ps(x), acc[r][0])),
-                             ga));
-        const __m512 f =
-            s.input_forget
-                ? _mm512_sub_ps(_mm512_set1_ps(1.f), i)
-                : Sigmoid16(
-                      Clip16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + 2 * ph), cv,
-                                             _mm512_add_ps(_mm512_loadu_ps(x + 2 * kJ), acc[r][2])),
-                             ga));
+      if constexpr (E == Epi::kGruZr) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          if (!live[r]) continue;
+          _mm512_mask_storeu_ps(s.z + at(r), m, z[r]);
+          _mm512_mask_storeu_ps(s.rh + at(r), m,
+                                _mm512_mul_ps(rg[r], _mm512_maskz_loadu_ps(m, s.hprev + at(r))));
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+          rg[r] =
+              Tanh16(Clip16(_mm512_fmadd_ps(rg[r], acc[r][2], _mm512_loadu_ps(x[r] + 2 * kJ)), ga));
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          if (!live[r]) {
+            Copy16(s.hnext + at(r), s.hprev + at(r), m);  // past the length: h carries over
+            continue;
+          }
+          const __m512 hv = _mm512_maskz_loadu_ps(m, s.hprev + at(r));
+          _mm512_mask_storeu_ps(s.hnext + at(r), m,
+                                _mm512_fmadd_ps(z[r], _mm512_sub_ps(hv, rg[r]), rg[r]));
+        }
+      }
+    } else if constexpr (E == Epi::kGruN) {
+      __m512 n[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+        n[r] = Tanh16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r] + 2 * kJ), acc[r][0]), ga));
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        if (!live[r]) {
+          Copy16(s.hnext + at(r), s.hprev + at(r), m);  // past the length: h carries over
+          continue;
+        }
+        const __m512 hv = _mm512_maskz_loadu_ps(m, s.hprev + at(r));
+        const __m512 z = _mm512_maskz_loadu_ps(m, s.z + at(r));
+        _mm512_mask_storeu_ps(s.hnext + at(r), m,
+                              _mm512_fmadd_ps(z, _mm512_sub_ps(hv, n[r]), n[r]));
+      }
+    } else {  // LSTM: gates i, o, f, c; peepholes i, o, f
+      const float* p = s.peep + j0;
+      __m512 cv[MR], i[MR], f[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        cv[r] = _mm512_maskz_loadu_ps(m, s.c + at(r));
+        i[r] = Sigmoid16(Clip16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p), cv[r],
+                                                _mm512_add_ps(_mm512_loadu_ps(x[r]), acc[r][0])),
+                                ga));
+        f[r] = s.input_forget
+                   ? _mm512_sub_ps(_mm512_set1_ps(1.f), i[r])
+                   : Sigmoid16(Clip16(
+                         _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + 2 * H), cv[r],
+                                         _mm512_add_ps(_mm512_loadu_ps(x[r] + 2 * kJ), acc[r][2])),
+                         ga));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {  // c' into cv
         const __m512 cand =
-            Tanh16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x + 3 * kJ), acc[r][3]), ga));
-        const __m512 cn = _mm512_fmadd_ps(f, cv, _mm512_mul_ps(i, cand));
-        _mm512_mask_storeu_ps(s.c + o, m, cn);
-        const __m512 og =
-            Sigmoid16(Clip16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + ph), cn,
-                                             _mm512_add_ps(_mm512_loadu_ps(x + kJ), acc[r][1])),
+            Tanh16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r] + 3 * kJ), acc[r][3]), ga));
+        cv[r] = _mm512_fmadd_ps(f[r], cv[r], _mm512_mul_ps(i[r], cand));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {  // o into i, tanh(c') into f
+        i[r] =
+            Sigmoid16(Clip16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + H), cv[r],
+                                             _mm512_add_ps(_mm512_loadu_ps(x[r] + kJ), acc[r][1])),
                              ga));
-        _mm512_mask_storeu_ps(s.hnext + o, m, _mm512_mul_ps(og, Tanh16(cn)));
+        f[r] = Tanh16(cv[r]);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        if (!live[r]) {
+          Copy16(s.hnext + at(r), s.hprev + at(r), m);  // past the length: h carries over
+          continue;
+        }
+        _mm512_mask_storeu_ps(s.c + at(r), m, cv[r]);
+        _mm512_mask_storeu_ps(s.hnext + at(r), m, _mm512_mul_ps(i[r], f[r]));
       }
     }
   }
