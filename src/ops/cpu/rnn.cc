@@ -411,14 +411,14 @@ struct Args512 {
 };
 
 // Rows [row0, row0 + MR) of A times panel `panel` (NZ registers wide: k x NZ*16 floats at bp),
-// accumulators started at bias (NZ*16) or 0, then the epilogue E on them.
+// accumulators started at bias (NZ*16 floats), then the epilogue E on them.
 template <Epi E, int MR, int NZ>
 FERRY_RNN_AVX512 void Tile512(const float* a, int64_t lda, int64_t k, const float* bp,
                               const float* bias, int64_t row0, int64_t panel, const Args512& s) {
   __m512 acc[MR][NZ];
 #pragma GCC unroll 4
   for (int g = 0; g < NZ; ++g) {
-    const __m512 bv = bias ? _mm512_loadu_ps(bias + g * kJ) : _mm512_setzero_ps();
+    const __m512 bv = _mm512_loadu_ps(bias + g * kJ);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) acc[r][g] = bv;
   }
@@ -549,6 +549,8 @@ FERRY_RNN_AVX512 void Tile512(const float* a, int64_t lda, int64_t k, const floa
   }
 }
 
+alignas(64) constexpr float kNoBias[4 * kJ] = {};  // Gemm512 without bias
+
 template <Epi E, int NZ, size_t... I>
 constexpr auto TileTable512(std::index_sequence<I...>) {
   using Fn = void (*)(const float*, int64_t, int64_t, const float*, const float*, int64_t, int64_t,
@@ -566,7 +568,7 @@ void Gemm512(const float* a, int64_t lda, int64_t m, int64_t k, const float* bp,
   static constexpr auto kTiles = TileTable512<E, NZ>(std::make_index_sequence<kMaxRows>());
   for (int64_t p = 0; p < panels; ++p) {
     const float* b = bp + p * k * NZ * kJ;
-    const float* bi = bias ? bias + p * NZ * kJ : nullptr;
+    const float* bi = bias ? bias + p * NZ * kJ : kNoBias;
     int64_t r0 = 0;
     while (r0 < m) {
       const int64_t left = m - r0, tiles = (left + kMaxRows - 1) / kMaxRows;
@@ -935,8 +937,12 @@ void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bo
   if (st.isa == Isa::kAvx512) {
     // Per step, per panel of 16 hidden units: the row tile's h·R^T for every gate, then its gate
     // math on the accumulators, into the other h buffer.
+    // Layout 0 with every sequence full: a step's h goes straight into its [B, H] block of y
+    // (read back as the next step's h), no copy.
+    const bool h_in_y = io.y && !st.layout1 &&
+                        std::all_of(io.lens, io.lens + B, [&](int64_t len) { return len == T; });
     float* hp = s.h.data();
-    float* hn = s.h2.data();
+    float* spare = s.h2.data();
     Args512 a;
     a.xw = s.xw_rows.data();
     a.c = st.lstm ? s.c.data() : nullptr;
@@ -947,6 +953,7 @@ void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bo
     a.gate = st.gate;
     for (int64_t step = 0; step < io.max_len; ++step) {
       for (int64_t b = 0; b < B; ++b) s.xw_rows[static_cast<size_t>(b)] = xw_of(step, b);
+      float* hn = h_in_y ? io.y + y_off(reverse ? T - 1 - step : step, 0) : spare;
       a.hprev = hp;
       a.hnext = hn;
       if (st.lstm) {
@@ -957,8 +964,11 @@ void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bo
         Gemm512<Epi::kGruZr, 2>(hp, H, B, H, rp, st.hc, br, a);
         Gemm512<Epi::kGruN, 1>(s.rh.data(), H, B, H, rhp, st.hc, nullptr, a);
       }
-      for (int64_t b = 0; b < B; ++b) emit_y(step, b, hn + b * H);
-      std::swap(hp, hn);
+      if (!h_in_y) {
+        for (int64_t b = 0; b < B; ++b) emit_y(step, b, hn + b * H);
+        spare = hp;
+      }
+      hp = hn;
     }
     h_last = hp;
   } else
