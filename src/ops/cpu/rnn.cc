@@ -558,23 +558,28 @@ constexpr auto TileTable512(std::index_sequence<I...>) {
   return std::array<Fn, sizeof...(I)>{Tile512<E, static_cast<int>(I) + 1, NZ>...};
 }
 
-// Rows [0, m) of A times every panel (each k x NZ*16 floats, bias NZ*16 floats per panel). Rows
-// are split into near-equal tiles of at most 8 (6 for 4 registers a row: 24 accumulators); a
-// row's result does not depend on its tile.
+// Rows [0, m) of A times every panel (each k x NZ*16 floats, bias NZ*16 floats per panel), in
+// blocks of 192 rows (a block of A stays in L2 across the panels). Rows are split into
+// near-equal tiles of at most 8 (6 for 4 registers a row: 24 accumulators); a row's result does
+// not depend on its block or tile.
 template <Epi E, int NZ>
 void Gemm512(const float* a, int64_t lda, int64_t m, int64_t k, const float* bp, int64_t panels,
              const float* bias, const Args512& s) {
   constexpr int kMaxRows = NZ >= 4 ? 6 : 8;
+  constexpr int64_t kRowBlock = 192;
   static constexpr auto kTiles = TileTable512<E, NZ>(std::make_index_sequence<kMaxRows>());
-  for (int64_t p = 0; p < panels; ++p) {
-    const float* b = bp + p * k * NZ * kJ;
-    const float* bi = bias ? bias + p * NZ * kJ : kNoBias;
-    int64_t r0 = 0;
-    while (r0 < m) {
-      const int64_t left = m - r0, tiles = (left + kMaxRows - 1) / kMaxRows;
-      const int64_t mr = (left + tiles - 1) / tiles;
-      kTiles[static_cast<size_t>(mr - 1)](a, lda, k, b, bi, r0, p, s);
-      r0 += mr;
+  for (int64_t rb = 0; rb < m; rb += kRowBlock) {
+    const int64_t re = std::min(m, rb + kRowBlock);
+    for (int64_t p = 0; p < panels; ++p) {
+      const float* b = bp + p * k * NZ * kJ;
+      const float* bi = bias ? bias + p * NZ * kJ : kNoBias;
+      int64_t r0 = rb;
+      while (r0 < re) {
+        const int64_t left = re - r0, tiles = (left + kMaxRows - 1) / kMaxRows;
+        const int64_t mr = (left + tiles - 1) / tiles;
+        kTiles[static_cast<size_t>(mr - 1)](a, lda, k, b, bi, r0, p, s);
+        r0 += mr;
+      }
     }
   }
 }
