@@ -1,14 +1,21 @@
 // cpu kernels: GRU and LSTM (float32, default activations).
 //
-// Weights are packed at prepare time (once for initializers, every run otherwise): W^T and R^T as
-// column panels of 16 (zero-padded), biases folded where the spec allows (W-bias + R-bias for
-// every gate except GRU's candidate gate with linear_before_reset, whose R-bias rides with the
-// recurrent GEMM). A run does, per direction, one GEMM for the input projection of all time
-// steps (X·W^T + bias, rows in X's own order, so layout 0 and 1 need no transpose), then per
-// step a small GEMM h·R^T and the fused gate math (sigmoid/tanh vectorised with AVX2+FMA when
-// the CPU has them, scalar otherwise). Handles forward/reverse/bidirectional, sequence_lens,
-// layout 0/1, initial_h/initial_c, optional outputs, clip, GRU linear_before_reset 0/1 and LSTM
-// peepholes and input_forget. Non-default activations are left to the reference kernel.
+// Weights are packed at prepare time (once for initializers, every run otherwise), biases folded
+// where the spec allows (W-bias + R-bias for every gate except GRU's candidate gate with
+// linear_before_reset, whose R-bias rides with the recurrent GEMM). A run does, per direction,
+// one GEMM for the input projection of all time steps (X·W^T + bias, rows in X's own order, so
+// layout 0 and 1 need no transpose), then per step a small GEMM h·R^T and the gate math.
+// Handles forward/reverse/bidirectional, sequence_lens, layout 0/1, initial_h/initial_c,
+// optional outputs, clip, GRU linear_before_reset 0/1 and LSTM peepholes and input_forget.
+// Non-default activations are left to the reference kernel.
+//
+// Three paths, picked at prepare by what the CPU has (the packing depends on it):
+// - AVX-512F: W^T and R^T in gate-interleaved panels (panel c: hidden units 16c..16c+15 of every
+//   gate), so a register tile of up to 8 rows x one panel holds all the gates of its units and
+//   the step's gate math runs on the accumulators (fused), into a second h buffer.
+// - AVX2+FMA: W^T and R^T in 16-column panels in gate order, 6-row tiles; the step's h·R^T goes
+//   to memory, then the gate math (8-wide) per row.
+// - scalar: the AVX2 path's layout with plain loops.
 //
 // Threads: a bidirectional node runs its two directions on two threads; otherwise the input
 // projection is split over rows. Every element is computed by the same code whatever the thread
