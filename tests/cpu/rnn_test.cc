@@ -3,6 +3,7 @@
 // layout 0 and 1, with and without B / initial_h / initial_c / P / sequence_lens, optional
 // outputs, linear_before_reset 0/1, clip, input_forget, computed (non-initializer) weights, one
 // and two threads, repeated runs; on each of the kernel's paths (AVX-512, AVX2, scalar).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -299,12 +300,32 @@ TEST(CpuRnn, ParallelPathsMatchReference) {
     }
 }
 
+// Selects the kernel's path for its lifetime: 0 the default (AVX-512 where the CPU has it), 1 at
+// most AVX2, 2 scalar.
+struct PathGuard {
+  explicit PathGuard(int path) {
+    ops::cpu::SetRnnNoAvx512ForTesting(path >= 1);
+    ops::cpu::SetRnnScalarOnlyForTesting(path == 2);
+    EXPECT_EQ(ops::cpu::RnnPathForTesting(), std::min(path == 0 ? 2 : path == 1 ? 1 : 0, Best()));
+  }
+  // What this CPU offers (the kernel's own check, x86 only).
+  static int Best() {
+#if defined(__x86_64__) || defined(__i386__)
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    return __builtin_cpu_supports("avx512f") ? 2 : 1;
+#else
+    return 0;
+#endif
+  }
+  ~PathGuard() {
+    ops::cpu::SetRnnNoAvx512ForTesting(false);
+    ops::cpu::SetRnnScalarOnlyForTesting(false);
+  }
+};
+
 // The portable scalar loops (used where the CPU lacks AVX2+FMA) against the reference.
 TEST(CpuRnn, ScalarLoopsMatchReference) {
-  struct Guard {
-    Guard() { ops::cpu::SetRnnScalarOnlyForTesting(true); }
-    ~Guard() { ops::cpu::SetRnnScalarOnlyForTesting(false); }
-  } guard;
+  PathGuard guard(2);
   uint32_t seed = 3800;
   for (bool lstm : {false, true}) {
     std::vector<RnnCase> cases = Cases(lstm);
@@ -312,19 +333,6 @@ TEST(CpuRnn, ScalarLoopsMatchReference) {
       EXPECT_EQ(ExpectMatches(cases[i], seed++, 1), "cpu");
   }
 }
-
-// Selects the kernel's path for its lifetime: 0 the default (AVX-512 where the CPU has it), 1 at
-// most AVX2, 2 scalar.
-struct PathGuard {
-  explicit PathGuard(int path) {
-    ops::cpu::SetRnnNoAvx512ForTesting(path >= 1);
-    ops::cpu::SetRnnScalarOnlyForTesting(path == 2);
-  }
-  ~PathGuard() {
-    ops::cpu::SetRnnNoAvx512ForTesting(false);
-    ops::cpu::SetRnnScalarOnlyForTesting(false);
-  }
-};
 
 // The AVX2 loops (used where the CPU has AVX2+FMA but not AVX-512F; the default path on such a
 // machine) against the reference. Where AVX-512 is absent this repeats the default path.

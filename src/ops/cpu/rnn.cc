@@ -591,8 +591,10 @@ void Gemm512(const float* a, int64_t lda, int64_t m, int64_t k, const float* bp,
   }
 }
 
+// (The CPU check is cached on its own: HaveAvx2() also reads the test switch.)
 bool HaveAvx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && HaveAvx2();
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma");
   return yes && !g_no_avx512.load(std::memory_order_relaxed) &&
          !g_scalar_only.load(std::memory_order_relaxed);
 }
@@ -633,7 +635,7 @@ void Lstm(const float* xw, const float* hr, const float* p, bool input_forget, f
 
 constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSeqLens = 4, kInitH = 5, kInitC = 6, kP = 7;
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };  // RnnPathForTesting's numbers
 
 Isa CurrentIsa() {
   return HaveAvx512() ? Isa::kAvx512 : HaveAvx2() ? Isa::kAvx2 : Isa::kScalar;
@@ -1068,6 +1070,10 @@ void SetRnnScalarOnlyForTesting(bool on) {
 
 void SetRnnNoAvx512ForTesting(bool on) {
   g_no_avx512.store(on, std::memory_order_relaxed);
+}
+
+int RnnPathForTesting() {
+  return static_cast<int>(CurrentIsa());
 }
 
 std::span<const KernelDef> RnnKernels() {
