@@ -348,7 +348,8 @@ TEST(CpuRnn, Avx2LoopsMatchReference) {
 
 // Shapes around the AVX-512 path's blocking (16 hidden units a panel, row tiles of at most 8 or
 // 6): hidden 1, 15, 16, 17, 33, 64, batch 1 to 13 (tiles 7 + 6), every direction, both GRU forms,
-// LSTM with peepholes, sequence lengths, and the same cases on the AVX2 and scalar loops.
+// LSTM with peepholes (and input_forget), sequence lengths, clip, and the same cases on the AVX2
+// and scalar loops.
 TEST(CpuRnn, PanelAndRowTileEdges) {
   struct Dims {
     int64_t T, B, I, H;
@@ -373,6 +374,7 @@ TEST(CpuRnn, PanelAndRowTileEdges) {
           c.init_h = c.init_c = c.peep = true;
           c.seq_lens = (seed & 2) != 0;
           c.clip = (seed % 5) == 0;
+          c.input_forget = c.lstm && (seed & 4) != 0;
           EXPECT_EQ(ExpectMatches(c, seed++, 1), "cpu") << "path " << path;
         }
   }
