@@ -419,18 +419,48 @@ struct Args512 {
 
 // Rows [row0, row0 + MR) of A times panel `panel` (NZ registers wide: k x NZ*16 floats at bp),
 // accumulators started at bias (NZ*16 floats), then the epilogue E on them.
+//
+// A small step tile (batch 1 or 2: MR x NZ < 8 accumulators) would wait on the FMA latency, so
+// it sums k in KS interleaved partial accumulators, added at the end. The summation order then
+// depends on the tile's rows, which for a step depend only on the batch (a step's rows are never
+// split over threads); the projection (kStore), whose rows are, always uses one accumulator.
 template <Epi E, int MR, int NZ>
 FERRY_RNN_AVX512 void Tile512(const float* a, int64_t lda, int64_t k, const float* bp,
                               const float* bias, int64_t row0, int64_t panel, const Args512& s) {
-  __m512 acc[MR][NZ];
+  constexpr int KS = E == Epi::kStore ? 1 : std::min(4, (8 + MR * NZ - 1) / (MR * NZ));
+  __m512 acc[MR][NZ], part[KS > 1 ? KS - 1 : 1][MR][NZ];
 #pragma GCC unroll 4
   for (int g = 0; g < NZ; ++g) {
     const __m512 bv = _mm512_loadu_ps(bias + g * kJ);
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) acc[r][g] = bv;
+    for (int r = 0; r < MR; ++r) {
+      acc[r][g] = bv;
+#pragma GCC unroll 4
+      for (int q = 0; q + 1 < KS; ++q) part[q][r][g] = _mm512_setzero_ps();
+    }
   }
   const float* ar = a + row0 * lda;
-  for (int64_t kk = 0; kk < k; ++kk) {
+  int64_t kk = 0;
+  if constexpr (KS > 1) {
+    for (; kk + KS <= k; kk += KS) {
+#pragma GCC unroll 4
+      for (int q = 0; q < KS; ++q) {
+        __m512 w[NZ];
+#pragma GCC unroll 4
+        for (int g = 0; g < NZ; ++g) w[g] = _mm512_loadu_ps(bp + ((kk + q) * NZ + g) * kJ);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          const __m512 av = _mm512_set1_ps(ar[r * lda + kk + q]);
+#pragma GCC unroll 4
+          for (int g = 0; g < NZ; ++g) {
+            __m512& c = q == 0 ? acc[r][g] : part[q > 0 ? q - 1 : 0][r][g];
+            c = _mm512_fmadd_ps(av, w[g], c);
+          }
+        }
+      }
+    }
+  }
+  for (; kk < k; ++kk) {
     __m512 w[NZ];
 #pragma GCC unroll 4
     for (int g = 0; g < NZ; ++g) w[g] = _mm512_loadu_ps(bp + (kk * NZ + g) * kJ);
@@ -440,6 +470,14 @@ FERRY_RNN_AVX512 void Tile512(const float* a, int64_t lda, int64_t k, const floa
 #pragma GCC unroll 4
       for (int g = 0; g < NZ; ++g) acc[r][g] = _mm512_fmadd_ps(av, w[g], acc[r][g]);
     }
+  }
+  if constexpr (KS > 1) {
+#pragma GCC unroll 4
+    for (int q = 0; q + 1 < KS; ++q)
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int g = 0; g < NZ; ++g) acc[r][g] = _mm512_add_ps(acc[r][g], part[q][r][g]);
   }
   if constexpr (E == Epi::kStore) {
 #pragma GCC unroll 8
@@ -567,8 +605,8 @@ constexpr auto TileTable512(std::index_sequence<I...>) {
 
 // Rows [0, m) of A times every panel (each k x NZ*16 floats, bias NZ*16 floats per panel), in
 // blocks of 192 rows (a block of A stays in L2 across the panels). Rows are split into
-// near-equal tiles of at most 8 (6 for 4 registers a row: 24 accumulators); a row's result does
-// not depend on its block or tile.
+// near-equal tiles of at most 8 (6 for 4 registers a row: 24 accumulators); in the projection
+// a row's result does not depend on its block or tile (in a step, on the batch only: Tile512).
 template <Epi E, int NZ>
 void Gemm512(const float* a, int64_t lda, int64_t m, int64_t k, const float* bp, int64_t panels,
              const float* bias, const Args512& s) {
