@@ -44,8 +44,9 @@ namespace ferry::ops::cpu {
 
 namespace {
 
-constexpr int64_t kNr = 16;                          // columns per packed panel
-constexpr int kMaxMr = 6;                            // rows per GEMM micro-tile
+constexpr int64_t kNr = 16;  // columns per packed panel
+constexpr int64_t kJ = 16;   // hidden units per AVX-512 panel (one zmm per gate)
+constexpr int kMaxMr = 6;    // rows per GEMM micro-tile
 constexpr int64_t kParallelFmas = int64_t{8} << 20;  // below this much work, one thread
 
 std::atomic<bool> g_scalar_only{false};  // SetRnnScalarOnlyForTesting
@@ -347,8 +348,6 @@ __attribute__((target("avx2,fma"))) void LstmAvx2(const float* xw, const float* 
 #ifdef FERRY_RNN_X86
 #define FERRY_RNN_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define FERRY_RNN_AVX512_INLINE __attribute__((target("avx512f,avx2,fma"), always_inline)) inline
-
-constexpr int64_t kJ = 16;  // hidden units per AVX-512 panel (one zmm per gate)
 
 // exp(x) as Exp8: degree-6 polynomial on |r| <= ln2/2, 2^n by vscalefps, x clamped to [-87, 88].
 FERRY_RNN_AVX512_INLINE __m512 Exp16(__m512 x) {
