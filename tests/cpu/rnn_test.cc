@@ -2,8 +2,10 @@
 // shapes (batch 1/3, sequence 1/13, hidden 1/3/13/127, odd input sizes), every direction,
 // layout 0 and 1, with and without B / initial_h / initial_c / P / sequence_lens, optional
 // outputs, linear_before_reset 0/1, clip, input_forget, computed (non-initializer) weights, one
-// and two threads, repeated runs.
+// and two threads, repeated runs; on each of the kernel's paths (AVX-512, AVX2, scalar).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -298,17 +300,120 @@ TEST(CpuRnn, ParallelPathsMatchReference) {
     }
 }
 
+// Selects the kernel's path for its lifetime: 0 the default (AVX-512 where the CPU has it), 1 at
+// most AVX2, 2 scalar.
+struct PathGuard {
+  explicit PathGuard(int path) {
+    ops::cpu::SetRnnNoAvx512ForTesting(path >= 1);
+    ops::cpu::SetRnnScalarOnlyForTesting(path == 2);
+    EXPECT_EQ(ops::cpu::RnnPathForTesting(), std::min(path == 0 ? 2 : path == 1 ? 1 : 0, Best()));
+  }
+  // What this CPU offers (the kernel's own check, x86 only).
+  static int Best() {
+#if defined(__x86_64__) || defined(__i386__)
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+    return __builtin_cpu_supports("avx512f") ? 2 : 1;
+#else
+    return 0;
+#endif
+  }
+  ~PathGuard() {
+    ops::cpu::SetRnnNoAvx512ForTesting(false);
+    ops::cpu::SetRnnScalarOnlyForTesting(false);
+  }
+};
+
 // The portable scalar loops (used where the CPU lacks AVX2+FMA) against the reference.
 TEST(CpuRnn, ScalarLoopsMatchReference) {
-  struct Guard {
-    Guard() { ops::cpu::SetRnnScalarOnlyForTesting(true); }
-    ~Guard() { ops::cpu::SetRnnScalarOnlyForTesting(false); }
-  } guard;
+  PathGuard guard(2);
   uint32_t seed = 3800;
   for (bool lstm : {false, true}) {
     std::vector<RnnCase> cases = Cases(lstm);
     for (size_t i = 0; i < cases.size(); i += 3)
       EXPECT_EQ(ExpectMatches(cases[i], seed++, 1), "cpu");
+  }
+}
+
+// The AVX2 loops (used where the CPU has AVX2+FMA but not AVX-512F; the default path on such a
+// machine) against the reference. Where AVX-512 is absent this repeats the default path.
+TEST(CpuRnn, Avx2LoopsMatchReference) {
+  PathGuard guard(1);
+  uint32_t seed = 3900;
+  for (bool lstm : {false, true}) {
+    std::vector<RnnCase> cases = Cases(lstm);
+    for (size_t i = 0; i < cases.size(); i += 2)
+      EXPECT_EQ(ExpectMatches(cases[i], seed++, 1), "cpu");
+  }
+}
+
+// Shapes around the AVX-512 path's blocking (16 hidden units a panel, row tiles of at most 8 or
+// 6): hidden 1, 15, 16, 17, 33, 64, batch 1 to 13 (tiles 7 + 6), every direction, both GRU forms,
+// LSTM with peepholes (and input_forget), sequence lengths, clip, and the same cases on the AVX2
+// and scalar loops.
+TEST(CpuRnn, PanelAndRowTileEdges) {
+  struct Dims {
+    int64_t T, B, I, H;
+  };
+  const Dims dims[] = {{5, 9, 3, 1},  {6, 13, 5, 15}, {4, 8, 16, 16},
+                       {7, 7, 9, 17}, {3, 12, 2, 33}, {5, 1, 64, 64}};
+  uint32_t seed = 4100;
+  for (int path = 0; path < 3; ++path) {  // default (AVX-512 where present), AVX2, scalar
+    PathGuard guard(path);
+    for (const Dims& d : dims)
+      for (const char* dir : {"forward", "reverse", "bidirectional"})
+        for (int variant = 0; variant < 3; ++variant) {  // GRU lbr 0, GRU lbr 1, LSTM
+          RnnCase c;
+          c.lstm = variant == 2;
+          c.lbr = variant == 1;
+          c.T = d.T;
+          c.B = d.B;
+          c.I = d.I;
+          c.H = d.H;
+          c.direction = dir;
+          c.layout1 = (seed & 1) != 0;
+          c.init_h = c.init_c = c.peep = true;
+          c.seq_lens = (seed & 2) != 0;
+          c.clip = (seed % 5) == 0;
+          c.input_forget = c.lstm && (seed & 4) != 0;
+          EXPECT_EQ(ExpectMatches(c, seed++, 1), "cpu") << "path " << path;
+        }
+  }
+}
+
+// One thread and two give identical bits (the row split of the projection and the two
+// directions on two threads compute every element with the same code), on every path.
+TEST(CpuRnn, ThreadCountDoesNotChangeTheBits) {
+  for (int path = 0; path < 2; ++path) {
+    PathGuard guard(path);
+    for (bool lstm : {false, true})
+      for (const char* dir : {"forward", "bidirectional"}) {
+        RnnCase c;
+        c.lstm = lstm;
+        c.T = 32;
+        c.B = 16;
+        c.I = 193;
+        c.H = 67;
+        c.direction = dir;
+        c.init_h = c.seq_lens = c.lbr = c.peep = true;
+        SCOPED_TRACE(c.Describe() + " path " + std::to_string(path));
+        Built b = Build(c, 4500);
+        std::vector<Value> outs[2];
+        for (int threads : {1, 2}) {
+          auto s = Session::Create(b.model, {.threads = threads});
+          ASSERT_TRUE(s.ok());
+          auto got = (*s)->Run(b.feeds);
+          ASSERT_TRUE(got.ok());
+          outs[threads - 1] = std::move(*got);
+        }
+        ASSERT_EQ(outs[0].size(), outs[1].size());
+        for (size_t k = 0; k < outs[0].size(); ++k) {
+          const Tensor& a = outs[0][k].tensor();
+          const Tensor& t = outs[1][k].tensor();
+          ASSERT_EQ(a.shape(), t.shape());
+          EXPECT_EQ(std::memcmp(a.raw(), t.raw(), static_cast<size_t>(a.size()) * sizeof(float)), 0)
+              << "output " << k;
+        }
+      }
   }
 }
 

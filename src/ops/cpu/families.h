@@ -29,6 +29,10 @@ std::span<const Pattern> QuantPatterns();    // qconv.cc: QDQ Conv / Gemm as int
 
 // Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
 void SetRnnScalarOnlyForTesting(bool on);
+// Tests only: makes rnn.cc use its AVX2 path even where AVX-512 is available.
+void SetRnnNoAvx512ForTesting(bool on);
+// Tests only: the path a GRU/LSTM prepared now would take: 0 scalar, 1 AVX2, 2 AVX-512.
+int RnnPathForTesting();
 
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
 // returns what it declares for each output (the reference's state is discarded).

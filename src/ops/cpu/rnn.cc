@@ -1,27 +1,40 @@
 // cpu kernels: GRU and LSTM (float32, default activations).
 //
-// Weights are packed at prepare time (once for initializers, every run otherwise): W^T and R^T as
-// column panels of 16 (zero-padded), biases folded where the spec allows (W-bias + R-bias for
-// every gate except GRU's candidate gate with linear_before_reset, whose R-bias rides with the
-// recurrent GEMM). A run does, per direction, one GEMM for the input projection of all time
-// steps (X·W^T + bias, rows in X's own order, so layout 0 and 1 need no transpose), then per
-// step a small GEMM h·R^T and the fused gate math (sigmoid/tanh vectorised with AVX2+FMA when
-// the CPU has them, scalar otherwise). Handles forward/reverse/bidirectional, sequence_lens,
-// layout 0/1, initial_h/initial_c, optional outputs, clip, GRU linear_before_reset 0/1 and LSTM
-// peepholes and input_forget. Non-default activations are left to the reference kernel.
+// Weights are packed at prepare time (once for initializers, every run otherwise), biases folded
+// where the spec allows (W-bias + R-bias for every gate except GRU's candidate gate with
+// linear_before_reset, whose R-bias rides with the recurrent GEMM). A run does, per direction,
+// one GEMM for the input projection of all time steps (X·W^T + bias, rows in X's own order, so
+// layout 0 and 1 need no transpose), then per step a small GEMM h·R^T and the gate math.
+// Handles forward/reverse/bidirectional, sequence_lens, layout 0/1, initial_h/initial_c,
+// optional outputs, clip, GRU linear_before_reset 0/1 and LSTM peepholes and input_forget.
+// Non-default activations are left to the reference kernel.
+//
+// Three paths, picked at prepare by what the CPU has (the packing depends on it):
+// - AVX-512F: W^T and R^T in gate-interleaved panels (panel c: hidden units 16c..16c+15 of every
+//   gate), so a register tile of up to 8 rows x one panel holds all the gates of its units and
+//   the step's gate math runs on the accumulators (fused), into a second h buffer.
+// - AVX2+FMA: W^T and R^T in 16-column panels in gate order, 6-row tiles; the step's h·R^T goes
+//   to memory, then the gate math (8-wide) per row.
+// - scalar: the AVX2 path's layout with plain loops.
 //
 // Threads: a bidirectional node runs its two directions on two threads; otherwise the input
 // projection is split over rows. Every element is computed by the same code whatever the thread
 // count, so results do not depend on it.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define FERRY_RNN_X86 1
+// GCC 12 reports the _mm512_undefined_ps() inside _mm512_max_ps / rcp14 / roundscale as
+// (maybe-)uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include "ops/cpu/dnnl_util.h"
@@ -31,27 +44,38 @@ namespace ferry::ops::cpu {
 
 namespace {
 
-constexpr int64_t kNr = 16;                          // columns per packed panel
-constexpr int kMaxMr = 6;                            // rows per GEMM micro-tile
+constexpr int64_t kNr = 16;  // columns per packed panel
+constexpr int64_t kJ = 16;   // hidden units per AVX-512 panel (one zmm per gate)
+constexpr int kMaxMr = 6;    // rows per GEMM micro-tile
 constexpr int64_t kParallelFmas = int64_t{8} << 20;  // below this much work, one thread
 
 std::atomic<bool> g_scalar_only{false};  // SetRnnScalarOnlyForTesting
+std::atomic<bool> g_no_avx512{false};    // SetRnnNoAvx512ForTesting
 
 int64_t Panels(int64_t n) {
   return (n + kNr - 1) / kNr;
 }
 
-// Packs the row-major [n, k] matrix m as m^T [k, n] in column panels of kNr: element (kk, col)
-// of panel p lies at out[(p * k + kk) * kNr + col - p * kNr], columns past n are 0.
-void PackTransposed(const float* m, int64_t n, int64_t k, float* out) {
-  for (int64_t p = 0; p < Panels(n); ++p)
+// Packs rows of the row-major matrix m (k columns) as the columns of panels `width` wide:
+// column cc of panel p is m's row src(p, cc), or 0 where src gives -1. Element (kk, cc) of
+// panel p lies at out[(p * k + kk) * width + cc].
+template <class Src>
+void PackPanels(const float* m, int64_t k, int64_t panels, int64_t width, Src src, float* out) {
+  for (int64_t p = 0; p < panels; ++p)
     for (int64_t kk = 0; kk < k; ++kk) {
-      float* o = out + (p * k + kk) * kNr;
-      for (int64_t c = 0; c < kNr; ++c) {
-        const int64_t row = p * kNr + c;
-        o[c] = row < n ? m[row * k + kk] : 0.f;
+      float* o = out + (p * k + kk) * width;
+      for (int64_t cc = 0; cc < width; ++cc) {
+        const int64_t row = src(p, cc);
+        o[cc] = row >= 0 ? m[row * k + kk] : 0.f;
       }
     }
+}
+
+// AVX2 and scalar: m [n, k] as m^T in panels of kNr columns, in m's row order (past n: 0).
+void PackTransposed(const float* m, int64_t n, int64_t k, float* out) {
+  PackPanels(
+      m, k, Panels(n), kNr,
+      [n](int64_t p, int64_t cc) { return p * kNr + cc < n ? p * kNr + cc : int64_t{-1}; }, out);
 }
 
 // ---- GEMM: C[m, panels*16] = A[m, k] (row stride lda) x packed B (+ bias[panels*16]) ----
@@ -313,6 +337,310 @@ __attribute__((target("avx2,fma"))) void LstmAvx2(const float* xw, const float* 
 }
 #endif
 
+// ---- AVX-512: gate-interleaved panels, the step's gate math fused into the GEMM tile ----
+//
+// W^T and R^T are packed in panels of G x 16 columns: panel c holds hidden units
+// [16c, 16c + 16) of every gate (gate g at columns 16g..16g+15, past H: 0), so one register
+// tile of rows x panel holds, per row, all the gates of 16 hidden units and the gate math runs
+// on the accumulators. The projection's output xw keeps that column order (row stride
+// ceil(H/16) * G * 16). The state h is double-buffered (every panel of a step reads the whole
+// previous h).
+#ifdef FERRY_RNN_X86
+#define FERRY_RNN_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define FERRY_RNN_AVX512_INLINE __attribute__((target("avx512f,avx2,fma"), always_inline)) inline
+
+// exp(x) as Exp8: degree-6 polynomial on |r| <= ln2/2, 2^n by vscalefps, x clamped to [-87, 88].
+FERRY_RNN_AVX512_INLINE __m512 Exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.f)), _mm512_set1_ps(88.f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+// 1/d for d >= 1: 14-bit estimate and one Newton step (~1 ulp; vdivps zmm would cost more than
+// the rest of the gate math).
+FERRY_RNN_AVX512_INLINE __m512 Recip16(__m512 d) {
+  const __m512 y = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(y, _mm512_fnmadd_ps(d, y, _mm512_set1_ps(2.f)));
+}
+FERRY_RNN_AVX512_INLINE __m512 Sigmoid16(__m512 x) {
+  return Recip16(_mm512_add_ps(_mm512_set1_ps(1.f), Exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+// tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|).
+FERRY_RNN_AVX512_INLINE __m512 Tanh16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  const __m512 e = Exp16(_mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(-2.f)));
+  const __m512 t = _mm512_mul_ps(_mm512_sub_ps(one, e), Recip16(_mm512_add_ps(one, e)));
+  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_sub_ps(t, neg, _mm512_setzero_ps(), t);
+}
+FERRY_RNN_AVX512_INLINE void Copy16(float* to, const float* from, __mmask16 m) {
+  _mm512_mask_storeu_ps(to, m, _mm512_maskz_loadu_ps(m, from));
+}
+FERRY_RNN_AVX512_INLINE __m512 Clip16(__m512 v, const GateArgs& g) {
+  if (!g.has_clip) return v;
+  return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-g.clip)), _mm512_set1_ps(g.clip));
+}
+
+// What a tile does with its accumulators.
+enum class Epi {
+  kStore,   // C = A x B + bias (the input projection)
+  kGruLbr,  // GRU, linear_before_reset: h' from z, r, n
+  kGruZr,   // GRU: z (kept) and r ⊙ h, before the candidate GEMM
+  kGruN,    // GRU: h' from the candidate GEMM (r ⊙ h)·Rh^T and z
+  kLstm,    // LSTM: c' and h'
+};
+
+struct Args512 {
+  // kStore: row r of the tile to out + r * ldc.
+  float* out = nullptr;
+  int64_t ldc = 0;
+  // The step: per batch row its xw row (nullptr: the row's sequence has ended), the previous
+  // and next h ([B, H]), c (in place), z and r ⊙ h ([B, H]), peepholes ([3, H]).
+  const float* const* xw = nullptr;
+  const float* hprev = nullptr;
+  float* hnext = nullptr;
+  float* c = nullptr;
+  float* z = nullptr;
+  float* rh = nullptr;
+  const float* peep = nullptr;
+  bool input_forget = false;
+  GateArgs gate;
+};
+
+// Rows [row0, row0 + MR) of A times panel `panel` (NZ registers wide: k x NZ*16 floats at bp),
+// accumulators started at bias (NZ*16 floats), then the epilogue E on them.
+//
+// A small step tile (batch 1 or 2: MR x NZ < 8 accumulators) would wait on the FMA latency, so
+// it sums k in KS interleaved partial accumulators, added at the end. The summation order then
+// depends on the tile's rows, which for a step depend only on the batch (a step's rows are never
+// split over threads); the projection (kStore), whose rows are, always uses one accumulator.
+template <Epi E, int MR, int NZ>
+FERRY_RNN_AVX512 void Tile512(const float* a, int64_t lda, int64_t k, const float* bp,
+                              const float* bias, int64_t row0, int64_t panel, const Args512& s) {
+  constexpr int KS = E == Epi::kStore ? 1 : std::min(4, (8 + MR * NZ - 1) / (MR * NZ));
+  __m512 acc[MR][NZ], part[KS > 1 ? KS - 1 : 1][MR][NZ];
+#pragma GCC unroll 4
+  for (int g = 0; g < NZ; ++g) {
+    const __m512 bv = _mm512_loadu_ps(bias + g * kJ);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      acc[r][g] = bv;
+#pragma GCC unroll 4
+      for (int q = 0; q + 1 < KS; ++q) part[q][r][g] = _mm512_setzero_ps();
+    }
+  }
+  const float* ar = a + row0 * lda;
+  int64_t kk = 0;
+  if constexpr (KS > 1) {
+    for (; kk + KS <= k; kk += KS) {
+#pragma GCC unroll 4
+      for (int q = 0; q < KS; ++q) {
+        __m512 w[NZ];
+#pragma GCC unroll 4
+        for (int g = 0; g < NZ; ++g) w[g] = _mm512_loadu_ps(bp + ((kk + q) * NZ + g) * kJ);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          const __m512 av = _mm512_set1_ps(ar[r * lda + kk + q]);
+#pragma GCC unroll 4
+          for (int g = 0; g < NZ; ++g) {
+            __m512& c = q == 0 ? acc[r][g] : part[q > 0 ? q - 1 : 0][r][g];
+            c = _mm512_fmadd_ps(av, w[g], c);
+          }
+        }
+      }
+    }
+  }
+  for (; kk < k; ++kk) {
+    __m512 w[NZ];
+#pragma GCC unroll 4
+    for (int g = 0; g < NZ; ++g) w[g] = _mm512_loadu_ps(bp + (kk * NZ + g) * kJ);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(ar[r * lda + kk]);
+#pragma GCC unroll 4
+      for (int g = 0; g < NZ; ++g) acc[r][g] = _mm512_fmadd_ps(av, w[g], acc[r][g]);
+    }
+  }
+  if constexpr (KS > 1) {
+#pragma GCC unroll 4
+    for (int q = 0; q + 1 < KS; ++q)
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int g = 0; g < NZ; ++g) acc[r][g] = _mm512_add_ps(acc[r][g], part[q][r][g]);
+  }
+  if constexpr (E == Epi::kStore) {
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int g = 0; g < NZ; ++g)
+        _mm512_storeu_ps(s.out + (row0 + r) * s.ldc + (panel * NZ + g) * kJ, acc[r][g]);
+  } else {
+    // The gate math in stages, each a loop over the tile's rows: a row's chain of dependent
+    // operations is long (exp, reciprocal, then the gate that needs it), so the rows side by
+    // side keep both vector ports busy where row after row would wait on latency.
+    const int64_t H = s.gate.h, j0 = panel * kJ;
+    const __mmask16 m =
+        H - j0 >= kJ ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (H - j0)) - 1);
+    constexpr int64_t kXg = E == Epi::kLstm ? 4 : 3;  // gates per xw panel
+    alignas(64) static const float kZeros[kXg * kJ] = {};
+    const GateArgs& ga = s.gate;
+    const float* x[MR];  // the row's xw panel (zeros past the row's length: computed, not kept)
+    bool live[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const float* row = s.xw[row0 + r];
+      live[r] = row != nullptr;
+      x[r] = row ? row + panel * kXg * kJ : kZeros;
+    }
+    auto at = [&](int r) { return (row0 + r) * H + j0; };  // the row's units in [B, H] buffers
+    if constexpr (E == Epi::kGruLbr || E == Epi::kGruZr) {
+      __m512 z[MR], rg[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        z[r] = Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r]), acc[r][0]), ga));
+        rg[r] = Sigmoid16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r] + kJ), acc[r][1]), ga));
+      }
+      if constexpr (E == Epi::kGruZr) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          if (!live[r]) continue;
+          _mm512_mask_storeu_ps(s.z + at(r), m, z[r]);
+          _mm512_mask_storeu_ps(s.rh + at(r), m,
+                                _mm512_mul_ps(rg[r], _mm512_maskz_loadu_ps(m, s.hprev + at(r))));
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+          rg[r] =
+              Tanh16(Clip16(_mm512_fmadd_ps(rg[r], acc[r][2], _mm512_loadu_ps(x[r] + 2 * kJ)), ga));
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          if (!live[r]) {
+            Copy16(s.hnext + at(r), s.hprev + at(r), m);  // past the length: h carries over
+            continue;
+          }
+          const __m512 hv = _mm512_maskz_loadu_ps(m, s.hprev + at(r));
+          _mm512_mask_storeu_ps(s.hnext + at(r), m,
+                                _mm512_fmadd_ps(z[r], _mm512_sub_ps(hv, rg[r]), rg[r]));
+        }
+      }
+    } else if constexpr (E == Epi::kGruN) {
+      __m512 n[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+        n[r] = Tanh16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r] + 2 * kJ), acc[r][0]), ga));
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        if (!live[r]) {
+          Copy16(s.hnext + at(r), s.hprev + at(r), m);  // past the length: h carries over
+          continue;
+        }
+        const __m512 hv = _mm512_maskz_loadu_ps(m, s.hprev + at(r));
+        const __m512 z = _mm512_maskz_loadu_ps(m, s.z + at(r));
+        _mm512_mask_storeu_ps(s.hnext + at(r), m,
+                              _mm512_fmadd_ps(z, _mm512_sub_ps(hv, n[r]), n[r]));
+      }
+    } else {  // LSTM: gates i, o, f, c; peepholes i, o, f
+      const float* p = s.peep + j0;
+      __m512 cv[MR], i[MR], f[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        cv[r] = _mm512_maskz_loadu_ps(m, s.c + at(r));
+        i[r] = Sigmoid16(Clip16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p), cv[r],
+                                                _mm512_add_ps(_mm512_loadu_ps(x[r]), acc[r][0])),
+                                ga));
+        f[r] = s.input_forget
+                   ? _mm512_sub_ps(_mm512_set1_ps(1.f), i[r])
+                   : Sigmoid16(Clip16(
+                         _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + 2 * H), cv[r],
+                                         _mm512_add_ps(_mm512_loadu_ps(x[r] + 2 * kJ), acc[r][2])),
+                         ga));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {  // c' into cv
+        const __m512 cand =
+            Tanh16(Clip16(_mm512_add_ps(_mm512_loadu_ps(x[r] + 3 * kJ), acc[r][3]), ga));
+        cv[r] = _mm512_fmadd_ps(f[r], cv[r], _mm512_mul_ps(i[r], cand));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {  // o into i, tanh(c') into f
+        i[r] =
+            Sigmoid16(Clip16(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + H), cv[r],
+                                             _mm512_add_ps(_mm512_loadu_ps(x[r] + kJ), acc[r][1])),
+                             ga));
+        f[r] = Tanh16(cv[r]);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        if (!live[r]) {
+          Copy16(s.hnext + at(r), s.hprev + at(r), m);  // past the length: h carries over
+          continue;
+        }
+        _mm512_mask_storeu_ps(s.c + at(r), m, cv[r]);
+        _mm512_mask_storeu_ps(s.hnext + at(r), m, _mm512_mul_ps(i[r], f[r]));
+      }
+    }
+  }
+}
+
+alignas(64) constexpr float kNoBias[4 * kJ] = {};  // Gemm512 without bias
+
+template <Epi E, int NZ, size_t... I>
+constexpr auto TileTable512(std::index_sequence<I...>) {
+  using Fn = void (*)(const float*, int64_t, int64_t, const float*, const float*, int64_t, int64_t,
+                      const Args512&);
+  return std::array<Fn, sizeof...(I)>{Tile512<E, static_cast<int>(I) + 1, NZ>...};
+}
+
+// Rows [0, m) of A times every panel (each k x NZ*16 floats, bias NZ*16 floats per panel), in
+// blocks of 192 rows (a block of A stays in L2 across the panels). Rows are split into
+// near-equal tiles of at most 8 (6 for 4 registers a row: 24 accumulators); in the projection
+// a row's result does not depend on its block or tile (in a step, on the batch only: Tile512).
+template <Epi E, int NZ>
+void Gemm512(const float* a, int64_t lda, int64_t m, int64_t k, const float* bp, int64_t panels,
+             const float* bias, const Args512& s) {
+  constexpr int kMaxRows = NZ >= 4 ? 6 : 8;
+  constexpr int64_t kRowBlock = 192;
+  static constexpr auto kTiles = TileTable512<E, NZ>(std::make_index_sequence<kMaxRows>());
+  for (int64_t rb = 0; rb < m; rb += kRowBlock) {
+    const int64_t re = std::min(m, rb + kRowBlock);
+    for (int64_t p = 0; p < panels; ++p) {
+      const float* b = bp + p * k * NZ * kJ;
+      const float* bi = bias ? bias + p * NZ * kJ : kNoBias;
+      int64_t r0 = rb;
+      while (r0 < re) {
+        const int64_t left = re - r0, tiles = (left + kMaxRows - 1) / kMaxRows;
+        const int64_t mr = (left + tiles - 1) / tiles;
+        kTiles[static_cast<size_t>(mr - 1)](a, lda, k, b, bi, r0, p, s);
+        r0 += mr;
+      }
+    }
+  }
+}
+
+// (The CPU check is cached on its own: HaveAvx2() also reads the test switch.)
+bool HaveAvx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma");
+  return yes && !g_no_avx512.load(std::memory_order_relaxed) &&
+         !g_scalar_only.load(std::memory_order_relaxed);
+}
+#else
+bool HaveAvx512() {
+  return false;
+}
+#endif
+
 void GruLbr(const float* xw, const float* hr, float* h, const GateArgs& g) {
 #ifdef FERRY_RNN_X86
   if (HaveAvx2()) return GruLbrAvx2(xw, hr, h, g);
@@ -344,8 +672,15 @@ void Lstm(const float* xw, const float* hr, const float* p, bool input_forget, f
 
 constexpr size_t kX = 0, kW = 1, kR = 2, kB = 3, kSeqLens = 4, kInitH = 5, kInitC = 6, kP = 7;
 
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };  // RnnPathForTesting's numbers
+
+Isa CurrentIsa() {
+  return HaveAvx512() ? Isa::kAvx512 : HaveAvx2() ? Isa::kAvx2 : Isa::kScalar;
+}
+
 struct DirScratch {
-  std::vector<float> xw, hr, hn, h, c, z, rh;
+  std::vector<float> xw, hr, hn, h, h2, c, z, rh;  // h2: AVX-512's second h buffer
+  std::vector<const float*> xw_rows;               // AVX-512: a step's xw row per batch row
 };
 
 struct RnnState : KernelState {
@@ -355,9 +690,13 @@ struct RnnState : KernelState {
   int64_t T = 0, B = 0, I = 0, H = 0, nd = 1, G = 3;
   bool layout1 = false, reverse_only = false, lbr = false, input_forget = false;
   GateArgs gate;
+  Isa isa = Isa::kScalar;  // chosen at prepare: the packing depends on it
   // Packed per direction: the projection W^T (ldx columns), the recurrence R^T (ldr columns;
   // GRU without linear_before_reset: z and r only, the candidate's Rh^T in rhpack, ldh columns).
-  int64_t ldx = 0, ldr = 0, ldh = 0;
+  // AVX2/scalar: panels of kNr columns in gate order; AVX-512: gate-interleaved panels of
+  // gates x kJ columns (hc of them), xw in the same column order.
+  int64_t ldx = 0, ldr = 0, ldh = 0, hc = 0;
+  std::vector<int64_t> lens;  // the run's sequence lengths
   std::vector<float> wpack, rpack, rhpack, bias_x, bias_r, peep;
   const void* packed_from[4] = {nullptr, nullptr, nullptr, nullptr};  // W, R, B, P
   bool packed = false;
@@ -392,14 +731,33 @@ void Pack(const OpContext& ctx, RnnState* st) {
   const float* r = ctx.input(kR).data<float>();
   const float* b = ctx.has_input(kB) ? ctx.input(kB).data<float>() : nullptr;
   const bool gru_split = !st->lstm && !st->lbr;
+  const bool wide = st->isa == Isa::kAvx512;
+  // The rows [gates * H, k] of m as packed columns: kNr-wide panels in row order, or (AVX-512)
+  // hc panels of gates x kJ columns, panel p holding hidden units [p kJ, p kJ + kJ) of each gate.
+  auto pack = [&](const float* m, int64_t gates, int64_t k, float* out) {
+    if (!wide) return PackTransposed(m, gates * H, k, out);
+    PackPanels(
+        m, k, st->hc, gates * kJ,
+        [H](int64_t p, int64_t cc) {
+          const int64_t j = p * kJ + cc % kJ;
+          return j < H ? cc / kJ * H + j : int64_t{-1};
+        },
+        out);
+  };
+  // The packed column of row `flat` (gate flat / H) of a matrix with `gates` gates.
+  auto col = [&](int64_t flat, int64_t gates) {
+    if (!wide) return flat;
+    const int64_t g = flat / H, j = flat % H;
+    return (j / kJ * gates + g) * kJ + j % kJ;
+  };
   for (int64_t d = 0; d < st->nd; ++d) {
-    PackTransposed(w + d * GH * I, GH, I, st->wpack.data() + d * st->ldx * I);
+    pack(w + d * GH * I, G, I, st->wpack.data() + d * st->ldx * I);
     const float* rd = r + d * GH * H;
     if (gru_split) {
-      PackTransposed(rd, 2 * H, H, st->rpack.data() + d * st->ldr * H);
-      PackTransposed(rd + 2 * H * H, H, H, st->rhpack.data() + d * st->ldh * H);
+      pack(rd, 2, H, st->rpack.data() + d * st->ldr * H);
+      pack(rd + 2 * H * H, 1, H, st->rhpack.data() + d * st->ldh * H);
     } else {
-      PackTransposed(rd, GH, H, st->rpack.data() + d * st->ldr * H);
+      pack(rd, G, H, st->rpack.data() + d * st->ldr * H);
     }
     float* bx = st->bias_x.data() + d * st->ldx;
     float* br = st->bias_r.data() + d * st->ldr;
@@ -410,8 +768,8 @@ void Pack(const OpContext& ctx, RnnState* st) {
       const float* rb = wb + GH;
       for (int64_t k = 0; k < GH; ++k) {
         const bool rb_inside = !st->lstm && st->lbr && k >= 2 * H;  // r ⊙ (h·Rh^T + Rb_h)
-        bx[k] = rb_inside ? wb[k] : wb[k] + rb[k];
-        if (rb_inside) br[k] = rb[k];
+        bx[col(k, G)] = rb_inside ? wb[k] : wb[k] + rb[k];
+        if (rb_inside) br[col(k, G)] = rb[k];
       }
     }
     if (st->lstm) {
@@ -440,13 +798,15 @@ Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
   }
   auto* st = static_cast<RnnState*>(slot.state.get());
   StateKey key = MakeKey(ctx, slot);
-  if (!st || !(st->key == key)) {
+  const Isa isa = CurrentIsa();
+  if (!st || !(st->key == key) || st->isa != isa) {
     FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, n_in));
     auto fresh = std::make_unique<RnnState>();
     RnnState& s = *fresh;
     s.key = std::move(key);
     s.decl = std::move(decl);
     s.lstm = lstm;
+    s.isa = isa;
     s.G = lstm ? 4 : 3;
     const Tensor& x = ctx.input(kX);
     s.layout1 = ctx.opset() >= 14 && ctx.attr_int("layout", 0) != 0;
@@ -470,9 +830,16 @@ Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
     }
     const int64_t GH = s.G * s.H;
     const bool gru_split = !lstm && !s.lbr;
-    s.ldx = Panels(GH) * kNr;
-    s.ldr = Panels(gru_split ? 2 * s.H : GH) * kNr;
-    s.ldh = gru_split ? Panels(s.H) * kNr : 0;
+    if (isa == Isa::kAvx512) {
+      s.hc = (s.H + kJ - 1) / kJ;
+      s.ldx = s.hc * s.G * kJ;
+      s.ldr = s.hc * (gru_split ? 2 : s.G) * kJ;
+      s.ldh = gru_split ? s.hc * kJ : 0;
+    } else {
+      s.ldx = Panels(GH) * kNr;
+      s.ldr = Panels(gru_split ? 2 * s.H : GH) * kNr;
+      s.ldh = gru_split ? Panels(s.H) * kNr : 0;
+    }
     s.wpack.resize(static_cast<size_t>(s.nd * s.ldx * s.I));
     s.rpack.resize(static_cast<size_t>(s.nd * s.ldr * s.H));
     s.rhpack.resize(static_cast<size_t>(s.nd * s.ldh * s.H));
@@ -480,11 +847,16 @@ Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
     s.bias_r.resize(static_cast<size_t>(s.nd * s.ldr));
     if (lstm) s.peep.resize(static_cast<size_t>(s.nd * 3 * s.H));
     s.scratch.resize(static_cast<size_t>(s.nd));
+    s.lens.resize(static_cast<size_t>(s.B));
     for (DirScratch& d : s.scratch) {
       auto n = [](int64_t v) { return static_cast<size_t>(v); };
       d.xw.resize(n(s.T * s.B * s.ldx));
       d.hr.resize(n(s.B * s.ldr));
       d.h.resize(n(s.B * s.H));
+      if (isa == Isa::kAvx512) {
+        d.h2.resize(n(s.B * s.H));
+        d.xw_rows.resize(n(s.B));
+      }
       if (lstm) d.c.resize(n(s.B * s.H));
       if (gru_split) {
         d.hn.resize(n(s.B * s.ldh));
@@ -562,13 +934,25 @@ void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bo
   const float* wp = st.wpack.data() + d * st.ldx * I;
   const float* bx = st.bias_x.data() + d * st.ldx;
   const int64_t rows = T * B, px = st.ldx / kNr;
-  if (split_rows) {
-    ParallelRange(rows, 32, [&](int64_t r0, int64_t r1) {
-      GemmPacked(io.x + r0 * I, I, r1 - r0, I, wp, px, s.xw.data() + r0 * st.ldx, st.ldx, bx);
-    });
-  } else {
-    GemmPacked(io.x, I, rows, I, wp, px, s.xw.data(), st.ldx, bx);
-  }
+  auto project = [&](int64_t r0, int64_t r1) {
+#ifdef FERRY_RNN_X86
+    if (st.isa == Isa::kAvx512) {
+      Args512 a;
+      a.out = s.xw.data() + r0 * st.ldx;
+      a.ldc = st.ldx;
+      if (st.G == 4)
+        Gemm512<Epi::kStore, 4>(io.x + r0 * I, I, r1 - r0, I, wp, st.hc, bx, a);
+      else
+        Gemm512<Epi::kStore, 3>(io.x + r0 * I, I, r1 - r0, I, wp, st.hc, bx, a);
+      return;
+    }
+#endif
+    GemmPacked(io.x + r0 * I, I, r1 - r0, I, wp, px, s.xw.data() + r0 * st.ldx, st.ldx, bx);
+  };
+  if (split_rows)
+    ParallelRange(rows, 32, project);
+  else
+    project(0, rows);
   for (int64_t b = 0; b < B; ++b) {
     float* h = s.h.data() + b * H;
     if (io.init_h)
@@ -588,40 +972,83 @@ void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bo
   const float* rhp = gru_split ? st.rhpack.data() + d * st.ldh * H : nullptr;
   const float* peep = st.lstm ? st.peep.data() + d * 3 * H : nullptr;
   const int64_t pr = st.ldr / kNr, ph = st.ldh / kNr;
-  for (int64_t step = 0; step < io.max_len; ++step) {
-    GemmPacked(s.h.data(), H, B, H, rp, pr, s.hr.data(), st.ldr, br);
-    auto xw_of = [&](int64_t b) -> const float* {
-      const int64_t len = io.lens[b];
-      if (step >= len) return nullptr;
-      const int64_t t = reverse ? len - 1 - step : step;
-      return s.xw.data() + x_row(t, b) * st.ldx;
-    };
-    if (gru_split) {
-      for (int64_t b = 0; b < B; ++b)
-        if (const float* xw = xw_of(b))
-          GruZr(xw, s.hr.data() + b * st.ldr, s.h.data() + b * H, s.z.data() + b * H,
-                s.rh.data() + b * H, st.gate);
-      GemmPacked(s.rh.data(), H, B, H, rhp, ph, s.hn.data(), st.ldh, nullptr);
+  auto xw_of = [&](int64_t step, int64_t b) -> const float* {
+    const int64_t len = io.lens[b];
+    if (step >= len) return nullptr;
+    const int64_t t = reverse ? len - 1 - step : step;
+    return s.xw.data() + x_row(t, b) * st.ldx;
+  };
+  auto emit_y = [&](int64_t step, int64_t b, const float* h) {
+    const int64_t len = io.lens[b];
+    if (io.y && step < len)
+      std::memcpy(io.y + y_off(reverse ? len - 1 - step : step, b), h, hbytes);
+  };
+  const float* h_last = s.h.data();  // the state after the last step
+#ifdef FERRY_RNN_X86
+  if (st.isa == Isa::kAvx512) {
+    // Per step, per panel of 16 hidden units: the row tile's h·R^T for every gate, then its gate
+    // math on the accumulators, into the other h buffer.
+    // Layout 0 with every sequence full: a step's h goes straight into its [B, H] block of y
+    // (read back as the next step's h), no copy.
+    const bool h_in_y = io.y && !st.layout1 &&
+                        std::all_of(io.lens, io.lens + B, [&](int64_t len) { return len == T; });
+    float* hp = s.h.data();
+    float* spare = s.h2.data();
+    Args512 a;
+    a.xw = s.xw_rows.data();
+    a.c = st.lstm ? s.c.data() : nullptr;
+    a.z = s.z.data();
+    a.rh = s.rh.data();
+    a.peep = peep;
+    a.input_forget = st.input_forget;
+    a.gate = st.gate;
+    for (int64_t step = 0; step < io.max_len; ++step) {
+      for (int64_t b = 0; b < B; ++b) s.xw_rows[static_cast<size_t>(b)] = xw_of(step, b);
+      float* hn = h_in_y ? io.y + y_off(reverse ? T - 1 - step : step, 0) : spare;
+      a.hprev = hp;
+      a.hnext = hn;
+      if (st.lstm) {
+        Gemm512<Epi::kLstm, 4>(hp, H, B, H, rp, st.hc, br, a);
+      } else if (st.lbr) {
+        Gemm512<Epi::kGruLbr, 3>(hp, H, B, H, rp, st.hc, br, a);
+      } else {
+        Gemm512<Epi::kGruZr, 2>(hp, H, B, H, rp, st.hc, br, a);
+        Gemm512<Epi::kGruN, 1>(s.rh.data(), H, B, H, rhp, st.hc, nullptr, a);
+      }
+      if (!h_in_y) {
+        for (int64_t b = 0; b < B; ++b) emit_y(step, b, hn + b * H);
+        spare = hp;
+      }
+      hp = hn;
     }
-    for (int64_t b = 0; b < B; ++b) {
-      const float* xw = xw_of(b);
-      if (!xw) continue;
-      float* h = s.h.data() + b * H;
-      const float* hr = s.hr.data() + b * st.ldr;
-      if (st.lstm)
-        Lstm(xw, hr, peep, st.input_forget, h, s.c.data() + b * H, st.gate);
-      else if (st.lbr)
-        GruLbr(xw, hr, h, st.gate);
-      else
-        GruN(xw, s.hn.data() + b * st.ldh, s.z.data() + b * H, h, st.gate);
-      if (io.y) {
-        const int64_t len = io.lens[b];
-        std::memcpy(io.y + y_off(reverse ? len - 1 - step : step, b), h, hbytes);
+    h_last = hp;
+  } else
+#endif
+    for (int64_t step = 0; step < io.max_len; ++step) {
+      GemmPacked(s.h.data(), H, B, H, rp, pr, s.hr.data(), st.ldr, br);
+      if (gru_split) {
+        for (int64_t b = 0; b < B; ++b)
+          if (const float* xw = xw_of(step, b))
+            GruZr(xw, s.hr.data() + b * st.ldr, s.h.data() + b * H, s.z.data() + b * H,
+                  s.rh.data() + b * H, st.gate);
+        GemmPacked(s.rh.data(), H, B, H, rhp, ph, s.hn.data(), st.ldh, nullptr);
+      }
+      for (int64_t b = 0; b < B; ++b) {
+        const float* xw = xw_of(step, b);
+        if (!xw) continue;
+        float* h = s.h.data() + b * H;
+        const float* hr = s.hr.data() + b * st.ldr;
+        if (st.lstm)
+          Lstm(xw, hr, peep, st.input_forget, h, s.c.data() + b * H, st.gate);
+        else if (st.lbr)
+          GruLbr(xw, hr, h, st.gate);
+        else
+          GruN(xw, s.hn.data() + b * st.ldh, s.z.data() + b * H, h, st.gate);
+        emit_y(step, b, h);
       }
     }
-  }
   for (int64_t b = 0; b < B; ++b) {
-    if (io.y_h) std::memcpy(io.y_h + state_off(b), s.h.data() + b * H, hbytes);
+    if (io.y_h) std::memcpy(io.y_h + state_off(b), h_last + b * H, hbytes);
     if (io.y_c) std::memcpy(io.y_c + state_off(b), s.c.data() + b * H, hbytes);
   }
 }
@@ -638,8 +1065,15 @@ void Run(OpContext& ctx, NodeSlot& slot) {
   io.y = outs[0];
   io.y_h = outs[1];
   io.y_c = st->lstm ? outs[2] : nullptr;
-  std::vector<int64_t> lens(static_cast<size_t>(st->B), st->T);
-  if (ctx.has_input(kSeqLens)) lens = ctx.input(kSeqLens).ToInt64Vector();
+  std::vector<int64_t>& lens = st->lens;
+  if (ctx.has_input(kSeqLens)) {
+    const Tensor& sl = ctx.input(kSeqLens);
+    for (int64_t b = 0; b < st->B; ++b)
+      lens[static_cast<size_t>(b)] =
+          sl.dtype() == DType::kInt32 ? sl.data<int32_t>()[b] : sl.data<int64_t>()[b];
+  } else {
+    std::fill(lens.begin(), lens.end(), st->T);
+  }
   io.lens = lens.data();
   io.max_len = *std::max_element(lens.begin(), lens.end());
   if (io.y && std::any_of(lens.begin(), lens.end(), [&](int64_t v) { return v < st->T; }))
@@ -669,6 +1103,14 @@ constexpr KernelDef kKernels[] = {
 
 void SetRnnScalarOnlyForTesting(bool on) {
   g_scalar_only.store(on, std::memory_order_relaxed);
+}
+
+void SetRnnNoAvx512ForTesting(bool on) {
+  g_no_avx512.store(on, std::memory_order_relaxed);
+}
+
+int RnnPathForTesting() {
+  return static_cast<int>(CurrentIsa());
 }
 
 std::span<const KernelDef> RnnKernels() {
