@@ -84,44 +84,67 @@ FERRY_BN_CLONES void RowVV(const float* s, const float* a, const float* b, const
                            int64_t len, bool clamp, float lo, float hi) {
   if (r) {
     if (clamp) {
+#pragma omp simd
       for (int64_t j = 0; j < len; ++j)
         d[j] = std::min(std::max(s[j] * a[j] + b[j] + r[j], lo), hi);
     } else {
+#pragma omp simd
       for (int64_t j = 0; j < len; ++j) d[j] = s[j] * a[j] + b[j] + r[j];
     }
   } else if (clamp) {
+#pragma omp simd
     for (int64_t j = 0; j < len; ++j) d[j] = std::min(std::max(s[j] * a[j] + b[j], lo), hi);
   } else {
+#pragma omp simd
     for (int64_t j = 0; j < len; ++j) d[j] = s[j] * a[j] + b[j];
   }
 }
 
 // d[p * blk + j] = s[p * blk + j] * a[j] + b[j] (...) for p < sp: one channel block.
-FERRY_BN_CLONES void RowBlocked(const float* s, const float* a, const float* b, const float* r,
-                                float* d, int64_t sp, int64_t blk, bool clamp, float lo, float hi) {
+template <int kBlk>
+__attribute__((always_inline)) inline void RowBlockedN(const float* s, const float* a,
+                                                       const float* b, const float* r, float* d,
+                                                       int64_t sp, bool clamp, float lo, float hi) {
   for (int64_t p = 0; p < sp; ++p) {
-    const float* sp_ = s + p * blk;
-    float* dp = d + p * blk;
-    const float* rp = r ? r + p * blk : nullptr;
-    for (int64_t j = 0; j < blk; ++j) {
-      float v = sp_[j] * a[j] + b[j];
-      if (rp) v += rp[j];
-      dp[j] = clamp ? std::min(std::max(v, lo), hi) : v;
+    const float* sp_ = s + p * kBlk;
+    float* dp = d + p * kBlk;
+    if (r) {
+      const float* rp = r + p * kBlk;
+#pragma omp simd
+      for (int j = 0; j < kBlk; ++j)
+        dp[j] = clamp ? std::min(std::max(sp_[j] * a[j] + b[j] + rp[j], lo), hi)
+                      : sp_[j] * a[j] + b[j] + rp[j];
+    } else if (clamp) {
+#pragma omp simd
+      for (int j = 0; j < kBlk; ++j) dp[j] = std::min(std::max(sp_[j] * a[j] + b[j], lo), hi);
+    } else {
+#pragma omp simd
+      for (int j = 0; j < kBlk; ++j) dp[j] = sp_[j] * a[j] + b[j];
     }
   }
+}
+FERRY_BN_CLONES void RowBlocked(const float* s, const float* a, const float* b, const float* r,
+                                float* d, int64_t sp, int64_t blk, bool clamp, float lo, float hi) {
+  if (blk == 8)
+    RowBlockedN<8>(s, a, b, r, d, sp, clamp, lo, hi);
+  else
+    RowBlockedN<16>(s, a, b, r, d, sp, clamp, lo, hi);
 }
 
 // d[p] = s[p] * a + b (...) for p < sp: one plain channel plane.
 FERRY_BN_CLONES void RowVS(const float* s, float a, float b, const float* r, float* d, int64_t sp,
                            bool clamp, float lo, float hi) {
   if (r) {
+#pragma omp simd
     for (int64_t p = 0; p < sp; ++p) {
       const float v = s[p] * a + b + r[p];
       d[p] = clamp ? std::min(std::max(v, lo), hi) : v;
     }
   } else if (clamp) {
+#pragma omp simd
     for (int64_t p = 0; p < sp; ++p) d[p] = std::min(std::max(s[p] * a + b, lo), hi);
   } else {
+#pragma omp simd
     for (int64_t p = 0; p < sp; ++p) d[p] = s[p] * a + b;
   }
 }
