@@ -12,6 +12,7 @@ std::span<const KernelDef> ConvKernels();    // conv.cc: Conv (oneDNN)
 std::span<const KernelDef> DeconvKernels();  // deconv.cc: ConvTranspose (oneDNN)
 std::span<const KernelDef> ResizeKernels();  // resize.cc: Resize, Upsample (own loops)
 std::span<const KernelDef> PoolKernels();    // pool.cc: MaxPool, AveragePool, GlobalAveragePool
+std::span<const Pattern> PoolPatterns();     // pool.cc: zero Pad -> AveragePool
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
 std::span<const KernelDef> NormKernels();  // norm.cc: Softmax, ReduceMean/Sum, LayerNormalization

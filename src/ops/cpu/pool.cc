@@ -27,6 +27,62 @@ bool Accepts2d(const ir::Node& n) {
   return ks && ks->ints.size() == 2 && n.outputs.size() <= 1;
 }
 
+// The window of a 2-D pooling: kernel, strides, dilations, pads (top, left, bottom, right).
+struct PoolWindow {
+  std::vector<int64_t> k, strides, dil, pads;
+  bool ceil = false;
+};
+
+// Builds the oneDNN pooling from x to y (shape `y`) into slot.state, or declines.
+Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape& y, bool max,
+                       bool include_pad, const PoolWindow& w) {
+  const Tensor& x = ctx.input(0);
+  auto fresh = std::make_unique<PoolState>();
+  fresh->key = std::move(key);
+  fresh->out_shape = y;
+  memory::dims pl(2), pr(2), dd(2), ss(w.strides.begin(), w.strides.end()),
+      kk(w.k.begin(), w.k.end());
+  for (int a = 0; a < 2; ++a) {
+    const int64_t in = x.dim(2 + a), out = y[2 + static_cast<size_t>(a)];
+    dd[a] = w.dil[a] - 1;
+    pl[a] = w.pads[a];
+    const int64_t given = w.pads[2 + a];
+    // ceil_mode: the last window may reach past the declared end pad; MaxPool pads with -inf
+    // there, but AveragePool counts such windows differently, so it declines.
+    const int64_t needed = (out - 1) * w.strides[a] + (w.k[a] - 1) * w.dil[a] + 1 - in - pl[a];
+    pr[a] = std::max(given, needed);
+    if (!max && w.ceil && needed > given) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+  }
+  const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
+  fresh->out_layout = nhwc_ok ? in_layout : Layout::kPlain;
+  fresh->src_md = LayoutDesc(x.shape(), in_layout);
+  fresh->dst_md = LayoutDesc(y, fresh->out_layout);
+  auto alg = max ? dnnl::algorithm::pooling_max
+                 : (include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                : dnnl::algorithm::pooling_avg_exclude_padding);
+  try {
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, fresh->src_md,
+                                     fresh->dst_md, ss, kk, dd, pl, pr);
+    fresh->prim = dnnl::pooling_v2_forward(
+        dnnl::pooling_v2_forward::primitive_desc(d, slot.provider->engine()));
+  } catch (const dnnl::error&) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  slot.state = std::move(fresh);
+  return Status::Ok();
+}
+
+void SetPoolOutput(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const PoolState*>(slot.state.get());
+  ctx.set_output(0, DType::kFloat, st->out_shape);
+  slot.out_layouts.assign(1, st->out_layout);
+}
+
 template <bool kMax>
 Status PrepareWindowPool(OpContext& ctx, NodeSlot& slot) {
   if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() != DType::kFloat ||
@@ -38,60 +94,26 @@ Status PrepareWindowPool(OpContext& ctx, NodeSlot& slot) {
   StateKey key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 1));
-    auto fresh = std::make_unique<PoolState>();
-    fresh->key = key;
-    fresh->out_shape = decl[0].shape;
-    const Tensor& x = ctx.input(0);
-    const Shape& y = fresh->out_shape;
-    std::vector<int64_t> k = ctx.attr_ints("kernel_shape"), strides = ctx.attr_ints("strides"),
-                         dil = ctx.attr_ints("dilations"), pads = ctx.attr_ints("pads");
-    if (strides.empty()) strides = {1, 1};
-    if (dil.empty()) dil = {1, 1};
-    if (pads.empty()) pads = {0, 0, 0, 0};
+    PoolWindow w;
+    w.k = ctx.attr_ints("kernel_shape");
+    w.strides = ctx.attr_ints("strides");
+    w.dil = ctx.attr_ints("dilations");
+    w.pads = ctx.attr_ints("pads");
+    if (w.strides.empty()) w.strides = {1, 1};
+    if (w.dil.empty()) w.dil = {1, 1};
     const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
-    const bool ceil = ctx.attr_int("ceil_mode", 0) != 0;
+    if (w.pads.empty() || auto_pad == "VALID") w.pads = {0, 0, 0, 0};
+    w.ceil = ctx.attr_int("ceil_mode", 0) != 0;
     const bool include_pad = ctx.attr_int("count_include_pad", 0) != 0;
     if (auto_pad != "NOTSET" && auto_pad != "VALID") {
       slot.declined = true;
       return Status::Ok();
     }
-    memory::dims pl(2), pr(2), dd(2), ss(strides.begin(), strides.end()), kk(k.begin(), k.end());
-    for (int a = 0; a < 2; ++a) {
-      const int64_t in = x.dim(2 + a), out = y[2 + static_cast<size_t>(a)];
-      dd[a] = dil[a] - 1;
-      pl[a] = auto_pad == "VALID" ? 0 : pads[a];
-      const int64_t given = auto_pad == "VALID" ? 0 : pads[2 + a];
-      // ceil_mode: the last window may reach past the declared end pad; MaxPool pads with -inf
-      // there, but AveragePool counts such windows differently, so it declines.
-      const int64_t needed = (out - 1) * strides[a] + (k[a] - 1) * dil[a] + 1 - in - pl[a];
-      pr[a] = std::max(given, needed);
-      if (!kMax && ceil && needed > given) {
-        slot.declined = true;
-        return Status::Ok();
-      }
-    }
-    const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
-    const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
-    fresh->out_layout = nhwc_ok ? in_layout : Layout::kPlain;
-    fresh->src_md = LayoutDesc(x.shape(), in_layout);
-    fresh->dst_md = LayoutDesc(y, fresh->out_layout);
-    auto alg = kMax ? dnnl::algorithm::pooling_max
-                    : (include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                                   : dnnl::algorithm::pooling_avg_exclude_padding);
-    try {
-      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, fresh->src_md,
-                                       fresh->dst_md, ss, kk, dd, pl, pr);
-      fresh->prim = dnnl::pooling_v2_forward(
-          dnnl::pooling_v2_forward::primitive_desc(d, slot.provider->engine()));
-    } catch (const dnnl::error&) {
-      slot.declined = true;
-      return Status::Ok();
-    }
-    slot.state = std::move(fresh);
-    st = static_cast<PoolState*>(slot.state.get());
+    FERRY_RETURN_IF_ERROR(
+        BuildWindowPool(ctx, slot, std::move(key), decl[0].shape, kMax, include_pad, w));
+    if (slot.declined) return Status::Ok();
   }
-  ctx.set_output(0, DType::kFloat, st->out_shape);
-  slot.out_layouts.assign(1, st->out_layout);
+  SetPoolOutput(ctx, slot);
   return Status::Ok();
 }
 
@@ -186,6 +208,118 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
   });
 }
 
+// ---- PadAvgPool: Pad(constant 0, H and W only) -> AveragePool ----
+// torch exports avg_pool2d(3, stride 1, padding 1) (Inception-v3's pool branches) as a zero Pad
+// and an AveragePool without pads: together an AveragePool whose pads count (oneDNN
+// avg_include_padding), run in the input's layout (no reference Pad, no plain round trip).
+// params: {kh, kw, sh, sw, dh, dw, pt, pl, pb, pr}; inputs: {x}.
+
+bool IsOnnxOp(const ir::Node& n, std::string_view op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+bool AllZero(const Tensor* t) {
+  if (!t) return false;
+  for (int64_t i = 0; i < t->size(); ++i)
+    if ((t->dtype() == DType::kFloat ? t->data<float>()[i] != 0.f : t->GetAsInt64(i) != 0))
+      return false;
+  return true;
+}
+
+const KernelDef* PadAvgPoolKernel();
+
+bool MatchPadAvgPool(const GraphView& g, size_t host, PatternMatch* m) {
+  const ir::Node& pad = g.node(host);
+  if (!IsOnnxOp(pad, "Pad") || pad.attr_string("mode", "constant") != "constant" ||
+      pad.outputs.size() != 1)
+    return false;
+  std::vector<int64_t> pads;
+  if (g.opset(host) < 11) {
+    pads = pad.attr_ints("pads");
+    if (pad.attr_float("value", 0.f) != 0.f) return false;
+  } else {
+    const Tensor* pt = pad.inputs.size() > 1 ? g.constant(g.input(host, 1)) : nullptr;
+    if (!pt || pt->dtype() != DType::kInt64) return false;
+    pads = pt->ToInt64Vector();
+    if (pad.inputs.size() > 2 && g.input(host, 2) >= 0 && !AllZero(g.constant(g.input(host, 2))))
+      return false;
+    if (pad.inputs.size() > 3 && g.input(host, 3) >= 0) return false;  // axes
+  }
+  // [N, C, H, W]: pads only on H and W, none negative (a crop).
+  if (pads.size() != 8 || pads[0] != 0 || pads[1] != 0 || pads[4] != 0 || pads[5] != 0)
+    return false;
+  for (int64_t v : pads)
+    if (v < 0) return false;
+  const std::vector<size_t> r = g.readers(g.output(host, 0));
+  if (r.size() != 1) return false;
+  const ir::Node& pool = g.node(r[0]);
+  if (!IsOnnxOp(pool, "AveragePool") || pool.outputs.size() != 1) return false;
+  if (pool.attr_int("ceil_mode", 0) != 0) return false;
+  const std::string auto_pad = pool.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") return false;
+  std::vector<int64_t> k = pool.attr_ints("kernel_shape"), st = pool.attr_ints("strides"),
+                       dil = pool.attr_ints("dilations"), pp = pool.attr_ints("pads");
+  if (st.empty()) st = {1, 1};
+  if (dil.empty()) dil = {1, 1};
+  if (pp.empty() || auto_pad == "VALID") pp = {0, 0, 0, 0};
+  if (k.size() != 2 || st.size() != 2 || dil.size() != 2 || pp.size() != 4) return false;
+  // The pool's own pads: counted (count_include_pad) they add to the Pad's; else none allowed.
+  const bool include = pool.attr_int("count_include_pad", 0) != 0;
+  for (int64_t v : pp)
+    if (v < 0 || (v != 0 && !include)) return false;
+  m->kernel = PadAvgPoolKernel();
+  m->absorbed = {r[0]};
+  m->inputs = {g.input(host, 0)};
+  m->output = g.output(r[0], 0);
+  for (int64_t v : {k[0], k[1], st[0], st[1], dil[0], dil[1], pads[2] + pp[0], pads[3] + pp[1],
+                    pads[6] + pp[2], pads[7] + pp[3]})
+    m->params.push_back(static_cast<float>(v));
+  return true;
+}
+
+Status PreparePadAvgPool(OpContext& ctx, NodeSlot& slot) {
+  if (slot.params.size() != 10 || !ctx.input_is_tensor(0) ||
+      ctx.input(0).dtype() != DType::kFloat || ctx.input(0).rank() != 4 ||
+      ctx.input(0).size() == 0) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<PoolState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    auto p = [&](size_t i) { return static_cast<int64_t>(slot.params[i]); };
+    PoolWindow w;
+    w.k = {p(0), p(1)};
+    w.strides = {p(2), p(3)};
+    w.dil = {p(4), p(5)};
+    w.pads = {p(6), p(7), p(8), p(9)};
+    const Tensor& x = ctx.input(0);
+    Shape y = {x.dim(0), x.dim(1), 0, 0};
+    for (size_t a = 0; a < 2; ++a) {
+      const int64_t span = x.dim(2 + static_cast<int64_t>(a)) + w.pads[a] + w.pads[2 + a];
+      const int64_t ext = (w.k[a] - 1) * w.dil[a] + 1;
+      if (w.k[a] < 1 || w.strides[a] < 1 || w.dil[a] < 1 || span < ext) {
+        slot.declined = true;  // the steps report the error
+        return Status::Ok();
+      }
+      y[2 + a] = (span - ext) / w.strides[a] + 1;
+    }
+    FERRY_RETURN_IF_ERROR(BuildWindowPool(ctx, slot, std::move(key), y, false, true, w));
+    if (slot.declined) return Status::Ok();
+  }
+  SetPoolOutput(ctx, slot);
+  return Status::Ok();
+}
+
+constexpr KernelDef kPadAvgPool = {
+    "", "PadAvgPool (pattern)", 1, 1000, nullptr, 0, 0, PreparePadAvgPool, RunWindowPool};
+
+const KernelDef* PadAvgPoolKernel() {
+  return &kPadAvgPool;
+}
+
+constexpr Pattern kPatterns[] = {{"PadAvgPool", MatchPadAvgPool}};
+
 constexpr KernelDef kKernels[] = {
     {"", "MaxPool", 1, 1000, Accepts2d, 0b1, 0, PrepareWindowPool<true>, RunWindowPool},
     {"", "AveragePool", 1, 1000, Accepts2d, 0b1, 0, PrepareWindowPool<false>, RunWindowPool},
@@ -197,6 +331,10 @@ constexpr KernelDef kKernels[] = {
 
 std::span<const KernelDef> PoolKernels() {
   return kKernels;
+}
+
+std::span<const Pattern> PoolPatterns() {
+  return kPatterns;
 }
 
 }  // namespace ferry::ops::cpu
