@@ -1,7 +1,8 @@
 // The branchy CNNs' patterns on the cpu provider (Inception-v3, DenseNet-121, GoogLeNet), each
 // against the reference kernels on seeded awkward shapes, inputs in the convolution library's
 // layout (from a Conv) and plain, with the node report saying which kernel ran:
-//  * PadAvgPool: torch's avg_pool2d(padding=p) exported as a zero Pad and an AveragePool.
+//  * PadAvgPool: torch's avg_pool2d(padding=p) exported as a zero Pad and an AveragePool;
+//  * ConcatBn: DenseNet's Concat -> BatchNormalization -> Relu pre-activation.
 // ctest runs these also with oneDNN capped at AVX2 (8-channel blocked layouts).
 #include <string>
 #include <vector>
@@ -113,6 +114,90 @@ TEST(CpuCnnBranches, PadAvgPoolMatchesReference) {
       EXPECT_EQ(ProviderOf(report, "AveragePool"), "fused");
     }
   }
+}
+
+struct ConcatBnCase {
+  int64_t n, hw;
+  std::vector<int64_t> conv_ch;  // inputs made by a 1x1 Conv (the library's layout), channels
+  int64_t plain_ch;              // and a plain graph input with this many channels (0: none)
+  bool relu, conv_reader;        // Relu after the BN; a Conv reads the result (else an output)
+};
+
+TEST(CpuCnnBranches, ConcatBnMatchesReference) {
+  const std::vector<ConcatBnCase> cases = {
+      {1, 9, {16, 16, 8}, 0, true, true},  // DenseNet: the library's layout throughout
+      {2, 7, {8, 24}, 16, true, true},     // a plain input among them (converted)
+      {1, 5, {13, 8}, 0, true, true},      // 13 channels: no 8-channel blocks
+      {1, 6, {16}, 0, true, true},         // one input (DenseNet's first layer)
+      {2, 5, {16, 8}, 0, false, true},     // no Relu
+      {1, 7, {16, 32}, 0, true, false},    // the result is a graph output (plain)
+      {3, 4, {}, 11, true, true},          // plain only
+  };
+  uint32_t seed = 7300;
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const ConcatBnCase& c = cases[ci];
+    SCOPED_TRACE("case " + std::to_string(ci));
+    GraphBuilder b;
+    b.Input("in", Rand({c.n, 6, c.hw, c.hw}, seed++));
+    std::vector<std::string> ins;
+    int64_t total = 0;
+    for (size_t k = 0; k < c.conv_ch.size(); ++k) {
+      const std::string w = "w" + std::to_string(k), f = "f" + std::to_string(k);
+      b.Const(w, Rand({c.conv_ch[k], 6, 1, 1}, seed++, -0.5f, 0.5f));
+      b.Node("Conv", {"in", w}, {f});
+      ins.push_back(f);
+      total += c.conv_ch[k];
+    }
+    if (c.plain_ch > 0) {
+      b.Input("pl", Rand({c.n, c.plain_ch, c.hw, c.hw}, seed++));
+      ins.insert(ins.begin() + static_cast<std::ptrdiff_t>(ins.size() / 2), "pl");
+      total += c.plain_ch;
+    }
+    SetInt(b.Node("Concat", ins, {"cat"}), "axis", 1);
+    b.Const("s", Rand({total}, seed++, 0.5f, 1.5f));
+    b.Const("bb", Rand({total}, seed++));
+    b.Const("m", Rand({total}, seed++));
+    b.Const("v", Rand({total}, seed++, 0.1f, 2.f));
+    SetFloat(b.Node("BatchNormalization", {"cat", "s", "bb", "m", "v"}, {"bn"}), "epsilon", 1e-3f);
+    std::string out = "bn";
+    if (c.relu) {
+      b.Node("Relu", {"bn"}, {"r"});
+      out = "r";
+    }
+    if (c.conv_reader) {
+      b.Const("wout", Rand({5, total, 1, 1}, seed++, -0.3f, 0.3f));
+      b.Node("Conv", {out, "wout"}, {"y"});
+      b.Output("y");
+    } else {
+      b.Output(out);
+    }
+    auto report = ExpectMatchesReference(b);
+    EXPECT_EQ(ProviderOf(report, "Concat"), "cpu (ConcatBn)");
+    EXPECT_EQ(ProviderOf(report, "BatchNormalization"), "fused");
+    if (c.relu) {
+      EXPECT_EQ(ProviderOf(report, "Relu"), "fused");
+    }
+  }
+}
+
+// A Concat whose output has another reader besides the BN stays two steps.
+TEST(CpuCnnBranches, ConcatBnNeedsTheBnToBeTheOnlyReader) {
+  GraphBuilder b;
+  b.Input("x", Rand({1, 8, 5, 5}, 7400));
+  b.Const("w", Rand({8, 8, 1, 1}, 7401, -0.5f, 0.5f));
+  b.Node("Conv", {"x", "w"}, {"f"});
+  SetInt(b.Node("Concat", {"x", "f"}, {"cat"}), "axis", 1);
+  b.Const("s", Rand({16}, 7402, 0.5f, 1.5f));
+  b.Const("bb", Rand({16}, 7403));
+  b.Const("m", Rand({16}, 7404));
+  b.Const("v", Rand({16}, 7405, 0.1f, 2.f));
+  b.Node("BatchNormalization", {"cat", "s", "bb", "m", "v"}, {"bn"});
+  b.Node("Relu", {"bn"}, {"r"});
+  b.Node("Add", {"r", "cat"}, {"y"});
+  b.Output("y");
+  auto report = ExpectMatchesReference(b);
+  EXPECT_EQ(ProviderOf(report, "Concat"), "cpu");
+  EXPECT_EQ(ProviderOf(report, "BatchNormalization"), "cpu");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ std::span<const KernelDef> GatherKernels();     // gather.cc: Gather
 std::span<const KernelDef> RnnKernels();        // rnn.cc: GRU, LSTM (own GEMM + gate math)
 std::span<const KernelDef> ConcatKernels();     // concat.cc: Concat (any layout)
 std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalization (inference)
+std::span<const Pattern> BatchNormPatterns();   // batchnorm.cc: Concat -> BN [-> Relu]
 // qmatmul.cc: DynamicQuantizeLinear, MatMulInteger, QLinearMatMul (own int8 GEMM, qgemm.h)
 std::span<const KernelDef> QMatMulKernels();
 std::span<const Pattern> QMatMulPatterns();  // qmatmul.cc: the dynamic-quantized MatMul chain
