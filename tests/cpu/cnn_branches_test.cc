@@ -2,8 +2,11 @@
 // against the reference kernels on seeded awkward shapes, inputs in the convolution library's
 // layout (from a Conv) and plain, with the node report saying which kernel ran:
 //  * PadAvgPool: torch's avg_pool2d(padding=p) exported as a zero Pad and an AveragePool;
-//  * ConcatBn: DenseNet's Concat -> BatchNormalization -> Relu pre-activation.
+//  * ConcatBn: DenseNet's Concat -> BatchNormalization -> Relu pre-activation;
+//  * MaxPool on channel vectors (own loops when the layout stays NHWC / blocked): GoogLeNet's
+//    3x3 stride-1 ceil-mode branch pools and the stride-2 ones.
 // ctest runs these also with oneDNN capped at AVX2 (8-channel blocked layouts).
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -198,6 +201,46 @@ TEST(CpuCnnBranches, ConcatBnNeedsTheBnToBeTheOnlyReader) {
   auto report = ExpectMatchesReference(b);
   EXPECT_EQ(ProviderOf(report, "Concat"), "cpu");
   EXPECT_EQ(ProviderOf(report, "BatchNormalization"), "cpu");
+}
+
+struct MaxPoolCase {
+  Shape x;  // the Conv's output
+  std::vector<int64_t> k, s, d, pads;
+  int64_t ceil;
+  bool nan;  // a NaN pixel in the input (it must win where its window reaches)
+};
+
+TEST(CpuCnnBranches, MaxPoolOnChannelVectorsMatchesReference) {
+  const std::vector<MaxPoolCase> cases = {
+      {{1, 16, 9, 9}, {3, 3}, {1, 1}, {}, {1, 1, 1, 1}, 1, false},  // GoogLeNet's branch pool
+      {{2, 24, 11, 10}, {3, 3}, {2, 2}, {}, {0, 0, 0, 0}, 1, false},
+      {{1, 32, 8, 8}, {2, 2}, {2, 2}, {}, {0, 0, 0, 0}, 1, false},
+      {{1, 13, 7, 9}, {3, 2}, {1, 2}, {}, {1, 0, 2, 1}, 0, false},  // odd C, asymmetric
+      {{1, 16, 12, 12}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, false},
+      {{1, 16, 6, 6}, {3, 3}, {1, 1}, {}, {1, 1, 1, 1}, 0, true},
+  };
+  uint32_t seed = 7500;
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const MaxPoolCase& c = cases[ci];
+    SCOPED_TRACE("case " + std::to_string(ci));
+    GraphBuilder b;
+    Tensor in = Rand({c.x[0], 4, c.x[2], c.x[3]}, seed++);
+    if (c.nan) in.data<float>()[2 * c.x[3] + 3] = std::nanf("");
+    b.Input("in", std::move(in));
+    b.Const("w", Rand({c.x[1], 4, 1, 1}, seed++, -0.5f, 0.5f));
+    b.Node("Conv", {"in", "w"}, {"x"});
+    ir::Node& mp = b.Node("MaxPool", {"x"}, {"p"});
+    SetInts(mp, "kernel_shape", c.k);
+    SetInts(mp, "strides", c.s);
+    if (!c.d.empty()) SetInts(mp, "dilations", c.d);
+    SetInts(mp, "pads", c.pads);
+    SetInt(mp, "ceil_mode", c.ceil);
+    b.Const("w2", Rand({5, c.x[1], 1, 1}, seed++, -0.3f, 0.3f));
+    b.Node("Conv", {"p", "w2"}, {"y"});
+    b.Output("y");
+    auto report = ExpectMatchesReference(b);
+    EXPECT_EQ(ProviderOf(report, "MaxPool"), "cpu");
+  }
 }
 
 }  // namespace
