@@ -14,6 +14,7 @@
 
 #include "cpu/cpu_harness.h"
 #include "ir/graph.h"
+#include "ops/cpu/families.h"
 #include "runtime/session.h"
 
 namespace ferry {
@@ -219,28 +220,33 @@ TEST(CpuCnnBranches, MaxPoolOnChannelVectorsMatchesReference) {
       {{1, 16, 12, 12}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, false},
       {{1, 16, 6, 6}, {3, 3}, {1, 1}, {}, {1, 1, 1, 1}, 0, true},
   };
-  uint32_t seed = 7500;
-  for (size_t ci = 0; ci < cases.size(); ++ci) {
-    const MaxPoolCase& c = cases[ci];
-    SCOPED_TRACE("case " + std::to_string(ci));
-    GraphBuilder b;
-    Tensor in = Rand({c.x[0], 4, c.x[2], c.x[3]}, seed++);
-    if (c.nan) in.data<float>()[2 * c.x[3] + 3] = std::nanf("");
-    b.Input("in", std::move(in));
-    b.Const("w", Rand({c.x[1], 4, 1, 1}, seed++, -0.5f, 0.5f));
-    b.Node("Conv", {"in", "w"}, {"x"});
-    ir::Node& mp = b.Node("MaxPool", {"x"}, {"p"});
-    SetInts(mp, "kernel_shape", c.k);
-    SetInts(mp, "strides", c.s);
-    if (!c.d.empty()) SetInts(mp, "dilations", c.d);
-    SetInts(mp, "pads", c.pads);
-    SetInt(mp, "ceil_mode", c.ceil);
-    b.Const("w2", Rand({5, c.x[1], 1, 1}, seed++, -0.3f, 0.3f));
-    b.Node("Conv", {"p", "w2"}, {"y"});
-    b.Output("y");
-    auto report = ExpectMatchesReference(b);
-    EXPECT_EQ(ProviderOf(report, "MaxPool"), "cpu");
-  }
+  struct Guard {
+    ~Guard() { ops::cpu::SetMaxPoolIsaForTesting(0); }
+  } guard;
+  for (int isa = 0; isa < 3; ++isa)  // the widest the CPU has, AVX2, scalar
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      ops::cpu::SetMaxPoolIsaForTesting(isa);
+      uint32_t seed = 7500 + 10 * static_cast<uint32_t>(ci);
+      const MaxPoolCase& c = cases[ci];
+      SCOPED_TRACE("isa cap " + std::to_string(isa) + ", case " + std::to_string(ci));
+      GraphBuilder b;
+      Tensor in = Rand({c.x[0], 4, c.x[2], c.x[3]}, seed++);
+      if (c.nan) in.data<float>()[2 * c.x[3] + 3] = std::nanf("");
+      b.Input("in", std::move(in));
+      b.Const("w", Rand({c.x[1], 4, 1, 1}, seed++, -0.5f, 0.5f));
+      b.Node("Conv", {"in", "w"}, {"x"});
+      ir::Node& mp = b.Node("MaxPool", {"x"}, {"p"});
+      SetInts(mp, "kernel_shape", c.k);
+      SetInts(mp, "strides", c.s);
+      if (!c.d.empty()) SetInts(mp, "dilations", c.d);
+      SetInts(mp, "pads", c.pads);
+      SetInt(mp, "ceil_mode", c.ceil);
+      b.Const("w2", Rand({5, c.x[1], 1, 1}, seed++, -0.3f, 0.3f));
+      b.Node("Conv", {"p", "w2"}, {"y"});
+      b.Output("y");
+      auto report = ExpectMatchesReference(b);
+      EXPECT_EQ(ProviderOf(report, "MaxPool"), "cpu");
+    }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // MaxPool/AveragePool take any Layout and keep it when every reader accepts it.
 // GlobalAveragePool takes any Layout (its [N,C,1,1] output is plain either way).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <immintrin.h>
@@ -153,11 +154,12 @@ void VecMaxPoolRowScalar(const float* x, float* y, const VecPoolGeom& g, int64_t
 // CPU has. Every window holds at least one input pixel (the reference prepare rejects others);
 // pads never win.
 using VecMaxPoolRowFn = void (*)(const float*, float*, const VecPoolGeom&, int64_t, int64_t);
+std::atomic<int> g_max_pool_isa{0};  // SetMaxPoolIsaForTesting: 0 widest, 1 AVX2, 2 scalar
 VecMaxPoolRowFn VecMaxPoolRow() {
-  static const VecMaxPoolRowFn f = __builtin_cpu_supports("avx512f") ? VecMaxPoolRow512
-                                   : __builtin_cpu_supports("avx2")  ? VecMaxPoolRow256
-                                                                     : VecMaxPoolRowScalar;
-  return f;
+  const int cap = g_max_pool_isa.load(std::memory_order_relaxed);
+  if (cap == 0 && __builtin_cpu_supports("avx512f")) return VecMaxPoolRow512;
+  if (cap <= 1 && __builtin_cpu_supports("avx2")) return VecMaxPoolRow256;
+  return VecMaxPoolRowScalar;
 }
 
 bool Accepts2d(const ir::Node& n) {
@@ -508,6 +510,10 @@ constexpr KernelDef kKernels[] = {
 
 std::span<const KernelDef> PoolKernels() {
   return kKernels;
+}
+
+void SetMaxPoolIsaForTesting(int cap) {
+  g_max_pool_isa.store(cap, std::memory_order_relaxed);
 }
 
 std::span<const Pattern> PoolPatterns() {
