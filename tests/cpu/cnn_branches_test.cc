@@ -3,8 +3,8 @@
 // layout (from a Conv) and plain, with the node report saying which kernel ran:
 //  * PadAvgPool: torch's avg_pool2d(padding=p) exported as a zero Pad and an AveragePool;
 //  * ConcatBn: DenseNet's Concat -> BatchNormalization -> Relu pre-activation;
-//  * MaxPool / AveragePool on channel vectors (own loops when the layout stays NHWC / blocked):
-//    GoogLeNet's 3x3 stride-1 ceil-mode branch pools and the stride-2 ones.
+//  * MaxPool on channel vectors (own loops when the layout stays NHWC / blocked): GoogLeNet's
+//    3x3 stride-1 ceil-mode branch pools and the stride-2 ones (AveragePool cases: oneDNN).
 // ctest runs these also with oneDNN capped at AVX2 (8-channel blocked layouts).
 #include <cmath>
 #include <string>
@@ -77,52 +77,47 @@ TEST(CpuCnnBranches, PadAvgPoolMatchesReference) {
        false},
       {17, {1, 16, 9, 9}, true, {0, 1, 1, 1, 0, 0, 1, 1}, {3, 3}, {}, {}, {}, -1, 0.f, false},
   };
-  struct Guard {
-    ~Guard() { ops::cpu::SetMaxPoolIsaForTesting(0); }
-  } guard;
-  for (int isa = 0; isa < 3; ++isa)  // the pool loops on the widest ISA, AVX2, scalar
-    for (size_t ci = 0; ci < cases.size(); ++ci) {
-      ops::cpu::SetMaxPoolIsaForTesting(isa);
-      uint32_t seed = 7100 + 10 * static_cast<uint32_t>(ci);
-      const PadPoolCase& c = cases[ci];
-      SCOPED_TRACE("isa cap " + std::to_string(isa) + ", case " + std::to_string(ci));
-      GraphBuilder b;
-      b.Opset(c.opset);
-      std::string x = "x";
-      if (c.from_conv) {
-        b.Input("in", Rand({c.x[0], 5, c.x[2], c.x[3]}, seed++));
-        b.Const("w", Rand({c.x[1], 5, 1, 1}, seed++, -0.5f, 0.5f));
-        b.Node("Conv", {"in", "w"}, {"x"});
-      } else {
-        b.Input("x", Rand(c.x, seed++));
-      }
-      ir::Node* pad;
-      if (c.opset < 11) {
-        pad = &b.Node("Pad", {x}, {"p"});
-        SetInts(*pad, "pads", c.pads);
-        if (c.value != 0.f) SetFloat(*pad, "value", c.value);
-      } else {
-        b.Const("pads", Tensor::FromVector<int64_t>(c.pads, {8}));
-        b.Const("cv", Tensor::FromVector<float>({c.value}, {}));
-        pad = &b.Node("Pad", {x, "pads", "cv"}, {"p"});
-      }
-      ir::Node& pool = b.Node("AveragePool", {"p"}, {"ap"});
-      SetInts(pool, "kernel_shape", c.k);
-      if (!c.s.empty()) SetInts(pool, "strides", c.s);
-      if (!c.d.empty()) SetInts(pool, "dilations", c.d);
-      if (!c.pool_pads.empty()) SetInts(pool, "pads", c.pool_pads);
-      if (c.include >= 0) SetInt(pool, "count_include_pad", c.include);
-      // A 1x1 conv reads the result, as in Inception (the output may stay channels-last).
-      b.Const("w2", Rand({7, c.x[1] + c.pads[1] + c.pads[5], 1, 1}, seed++, -0.5f, 0.5f));
-      b.Node("Conv", {"ap", "w2"}, {"y"});
-      b.Output("y");
-      auto report = ExpectMatchesReference(b);
-      EXPECT_EQ(ProviderOf(report, "Pad") == "cpu (PadAvgPool)", c.fuses)
-          << ProviderOf(report, "Pad");
-      if (c.fuses) {
-        EXPECT_EQ(ProviderOf(report, "AveragePool"), "fused");
-      }
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    uint32_t seed = 7100 + 10 * static_cast<uint32_t>(ci);
+    const PadPoolCase& c = cases[ci];
+    SCOPED_TRACE("case " + std::to_string(ci));
+    GraphBuilder b;
+    b.Opset(c.opset);
+    std::string x = "x";
+    if (c.from_conv) {
+      b.Input("in", Rand({c.x[0], 5, c.x[2], c.x[3]}, seed++));
+      b.Const("w", Rand({c.x[1], 5, 1, 1}, seed++, -0.5f, 0.5f));
+      b.Node("Conv", {"in", "w"}, {"x"});
+    } else {
+      b.Input("x", Rand(c.x, seed++));
     }
+    ir::Node* pad;
+    if (c.opset < 11) {
+      pad = &b.Node("Pad", {x}, {"p"});
+      SetInts(*pad, "pads", c.pads);
+      if (c.value != 0.f) SetFloat(*pad, "value", c.value);
+    } else {
+      b.Const("pads", Tensor::FromVector<int64_t>(c.pads, {8}));
+      b.Const("cv", Tensor::FromVector<float>({c.value}, {}));
+      pad = &b.Node("Pad", {x, "pads", "cv"}, {"p"});
+    }
+    ir::Node& pool = b.Node("AveragePool", {"p"}, {"ap"});
+    SetInts(pool, "kernel_shape", c.k);
+    if (!c.s.empty()) SetInts(pool, "strides", c.s);
+    if (!c.d.empty()) SetInts(pool, "dilations", c.d);
+    if (!c.pool_pads.empty()) SetInts(pool, "pads", c.pool_pads);
+    if (c.include >= 0) SetInt(pool, "count_include_pad", c.include);
+    // A 1x1 conv reads the result, as in Inception (the output may stay channels-last).
+    b.Const("w2", Rand({7, c.x[1] + c.pads[1] + c.pads[5], 1, 1}, seed++, -0.5f, 0.5f));
+    b.Node("Conv", {"ap", "w2"}, {"y"});
+    b.Output("y");
+    auto report = ExpectMatchesReference(b);
+    EXPECT_EQ(ProviderOf(report, "Pad") == "cpu (PadAvgPool)", c.fuses)
+        << ProviderOf(report, "Pad");
+    if (c.fuses) {
+      EXPECT_EQ(ProviderOf(report, "AveragePool"), "fused");
+    }
+  }
 }
 
 struct ConcatBnCase {
@@ -225,7 +220,7 @@ TEST(CpuCnnBranches, PoolOnChannelVectorsMatchesReference) {
       {{1, 13, 7, 9}, {3, 2}, {1, 2}, {}, {1, 0, 2, 1}, 0, false},  // odd C, asymmetric
       {{1, 16, 12, 12}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, 0, false},
       {{1, 16, 6, 6}, {3, 3}, {1, 1}, {}, {1, 1, 1, 1}, 0, true},
-      // AveragePool on the same loops: counted and uncounted pads, odd C, strides.
+      // AveragePool (oneDNN) after the same Conv: counted and uncounted pads, odd C, strides.
       {{1, 16, 9, 9}, {3, 3}, {1, 1}, {}, {1, 1, 1, 1}, 0, false, 1},
       {{2, 72, 7, 8}, {3, 3}, {1, 1}, {}, {1, 1, 1, 1}, 0, false, 0},
       {{1, 13, 9, 7}, {3, 2}, {2, 1}, {}, {1, 0, 2, 1}, 0, false, 1},

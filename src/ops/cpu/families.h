@@ -31,7 +31,7 @@ std::span<const Pattern> QuantPatterns();    // qconv.cc: QDQ Conv / Gemm as int
 
 // Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
 void SetRnnScalarOnlyForTesting(bool on);
-// Tests only: caps pool.cc's own pooling loops at AVX2 (1) or scalar (2); 0: the widest.
+// Tests only: caps pool.cc's own MaxPool loops at AVX2 (1) or scalar (2); 0: the widest.
 void SetMaxPoolIsaForTesting(int cap);
 
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and

@@ -22,7 +22,6 @@ using dnnl::memory;
 struct VecPoolGeom {
   int64_t images = 0, vc = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 0, kw = 0, sh = 0, sw = 0, dh = 0, dw = 0, pt = 0, pl = 0;
-  int64_t divisor = 0;  // average: the fixed count (count_include_pad), or 0: the taps inside
 };
 
 struct PoolState : KernelState {
@@ -31,8 +30,7 @@ struct PoolState : KernelState {
   Layout out_layout = Layout::kPlain;
   dnnl::pooling_v2_forward prim;
   memory::desc src_md, dst_md;
-  bool own = false;  // in NHWC / blocked, layout kept: the own channel-vector loops, not oneDNN
-  bool avg = false;  // their average (else max)
+  bool own_max = false;  // MaxPool in NHWC / blocked, layout kept: VecMaxPool, not oneDNN
   VecPoolGeom geom;
 };
 
@@ -61,18 +59,10 @@ void RowSetup(const VecPoolGeom& g, int64_t oy, int64_t* y0, int64_t* ky0, int64
   while (*ky1 > *ky0 && *y0 + (*ky1 - 1) * g.dh >= g.h) --*ky1;
 }
 
-// Scalar max (the first maximum wins and a NaN stays, as in the reference) or average (sum times
-// the reciprocal count `div`) over the taps, for channels [j, vc).
-template <bool kAvg>
-void PoolTapsScalar(const float* xi, const int64_t* off, int nt, float div, int64_t j, int64_t vc,
-                    float* d) {
+// Scalar max over the taps for channels [j, vc): the first maximum wins and a NaN stays, as in
+// the reference.
+void MaxTapsScalar(const float* xi, const int64_t* off, int nt, int64_t j, int64_t vc, float* d) {
   for (; j < vc; ++j) {
-    if (kAvg) {
-      float sum = 0;
-      for (int t = 0; t < nt; ++t) sum += xi[off[t] + j];
-      d[j] = sum * div;
-      continue;
-    }
     float m = xi[off[0] + j];
     for (int t = 1; t < nt; ++t) {
       const float v = xi[off[t] + j];
@@ -83,13 +73,11 @@ void PoolTapsScalar(const float* xi, const int64_t* off, int nt, float div, int6
 }
 
 // Vector forms: max_ps(acc, v) takes v when v is NaN; a NaN already in acc is kept by masking.
-// Average: the taps summed in order, then multiplied by the reciprocal count `div` (a division
-// per vector, vdivps, made the loop slower than oneDNN's).
-template <int K, bool kAvg>
-__attribute__((target("avx512f"), always_inline)) inline void PoolTaps512(const float* xi,
-                                                                          const int64_t* off,
-                                                                          int nt, float div,
-                                                                          __mmask16 m, float* d) {
+// The K registers are unrolled (without the pragma GCC kept acc[] on the stack: 2x slower).
+template <int K>
+__attribute__((target("avx512f"), always_inline)) inline void MaxTaps512(const float* xi,
+                                                                         const int64_t* off, int nt,
+                                                                         __mmask16 m, float* d) {
   __m512 acc[K];
 #pragma GCC unroll 4
   for (int i = 0; i < K; ++i) acc[i] = _mm512_maskz_loadu_ps(m, xi + off[0] + i * 16);
@@ -97,22 +85,50 @@ __attribute__((target("avx512f"), always_inline)) inline void PoolTaps512(const 
 #pragma GCC unroll 4
     for (int i = 0; i < K; ++i) {
       const __m512 v = _mm512_maskz_loadu_ps(m, xi + off[t] + i * 16);
-      if (kAvg) {
-        acc[i] = _mm512_add_ps(acc[i], v);
-      } else {
-        const __mmask16 ok = _mm512_cmp_ps_mask(acc[i], acc[i], _CMP_ORD_Q);
-        acc[i] = _mm512_mask_max_ps(acc[i], ok, acc[i], v);
-      }
+      const __mmask16 ok = _mm512_cmp_ps_mask(acc[i], acc[i], _CMP_ORD_Q);
+      acc[i] = _mm512_mask_max_ps(acc[i], ok, acc[i], v);
     }
-  if (kAvg)
-#pragma GCC unroll 4
-    for (int i = 0; i < K; ++i) acc[i] = _mm512_mul_ps(acc[i], _mm512_set1_ps(div));
 #pragma GCC unroll 4
   for (int i = 0; i < K; ++i) _mm512_mask_storeu_ps(d + i * 16, m, acc[i]);
 }
 
-template <bool kAvg>
-__attribute__((target("avx512f"))) void VecPoolRow512(const float* x, float* y,
+__attribute__((target("avx512f"))) void VecMaxPoolRow512(const float* x, float* y,
+                                                         const VecPoolGeom& g, int64_t img,
+                                                         int64_t oy) {
+  int64_t y0, ky0, ky1, off[kMaxTaps];
+  RowSetup(g, oy, &y0, &ky0, &ky1);
+  const int64_t vc = g.vc;
+  const float* xi = x + img * g.h * g.w * vc;
+  float* yr = y + (img * g.oh + oy) * g.ow * vc;
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    const int nt = WindowTaps(g, y0, ky0, ky1, ox, off);
+    float* d = yr + ox * vc;
+    int64_t j = 0;
+    for (; j + 64 <= vc; j += 64) MaxTaps512<4>(xi + j, off, nt, 0xFFFF, d + j);
+    for (; j + 16 <= vc; j += 16) MaxTaps512<1>(xi + j, off, nt, 0xFFFF, d + j);
+    if (j < vc) MaxTaps512<1>(xi + j, off, nt, static_cast<__mmask16>((1u << (vc - j)) - 1), d + j);
+  }
+}
+
+template <int K>
+__attribute__((target("avx2"), always_inline)) inline void MaxTaps256(const float* xi,
+                                                                      const int64_t* off, int nt,
+                                                                      float* d) {
+  __m256 acc[K];
+#pragma GCC unroll 4
+  for (int i = 0; i < K; ++i) acc[i] = _mm256_loadu_ps(xi + off[0] + i * 8);
+  for (int t = 1; t < nt; ++t)
+#pragma GCC unroll 4
+    for (int i = 0; i < K; ++i) {
+      const __m256 v = _mm256_loadu_ps(xi + off[t] + i * 8);
+      const __m256 nan = _mm256_cmp_ps(acc[i], acc[i], _CMP_UNORD_Q);
+      acc[i] = _mm256_blendv_ps(_mm256_max_ps(acc[i], v), acc[i], nan);
+    }
+#pragma GCC unroll 4
+  for (int i = 0; i < K; ++i) _mm256_storeu_ps(d + i * 8, acc[i]);
+}
+
+__attribute__((target("avx2"))) void VecMaxPoolRow256(const float* x, float* y,
                                                       const VecPoolGeom& g, int64_t img,
                                                       int64_t oy) {
   int64_t y0, ky0, ky1, off[kMaxTaps];
@@ -122,83 +138,22 @@ __attribute__((target("avx512f"))) void VecPoolRow512(const float* x, float* y,
   float* yr = y + (img * g.oh + oy) * g.ow * vc;
   for (int64_t ox = 0; ox < g.ow; ++ox) {
     const int nt = WindowTaps(g, y0, ky0, ky1, ox, off);
-    if (nt == 0) {  // all padding (PadAvgPool: zeros counted); a plain pool never has one
-      std::fill(yr + ox * g.vc, yr + (ox + 1) * g.vc, 0.f);
-      continue;
-    }
     float* d = yr + ox * vc;
     int64_t j = 0;
-    const float div = 1.f / static_cast<float>(g.divisor ? g.divisor : nt);  // reciprocal
-    for (; j + 64 <= vc; j += 64) PoolTaps512<4, kAvg>(xi + j, off, nt, div, 0xFFFF, d + j);
-    for (; j + 16 <= vc; j += 16) PoolTaps512<1, kAvg>(xi + j, off, nt, div, 0xFFFF, d + j);
-    if (j < vc)
-      PoolTaps512<1, kAvg>(xi + j, off, nt, div, static_cast<__mmask16>((1u << (vc - j)) - 1),
-                           d + j);
+    for (; j + 32 <= vc; j += 32) MaxTaps256<4>(xi + j, off, nt, d + j);
+    for (; j + 8 <= vc; j += 8) MaxTaps256<1>(xi + j, off, nt, d + j);
+    MaxTapsScalar(xi, off, nt, j, vc, d);
   }
 }
 
-template <int K, bool kAvg>
-__attribute__((target("avx2"), always_inline)) inline void PoolTaps256(const float* xi,
-                                                                       const int64_t* off, int nt,
-                                                                       float div, float* d) {
-  __m256 acc[K];
-#pragma GCC unroll 4
-  for (int i = 0; i < K; ++i) acc[i] = _mm256_loadu_ps(xi + off[0] + i * 8);
-  for (int t = 1; t < nt; ++t)
-#pragma GCC unroll 4
-    for (int i = 0; i < K; ++i) {
-      const __m256 v = _mm256_loadu_ps(xi + off[t] + i * 8);
-      if (kAvg) {
-        acc[i] = _mm256_add_ps(acc[i], v);
-      } else {
-        const __m256 nan = _mm256_cmp_ps(acc[i], acc[i], _CMP_UNORD_Q);
-        acc[i] = _mm256_blendv_ps(_mm256_max_ps(acc[i], v), acc[i], nan);
-      }
-    }
-  if (kAvg)
-#pragma GCC unroll 4
-    for (int i = 0; i < K; ++i) acc[i] = _mm256_mul_ps(acc[i], _mm256_set1_ps(div));
-#pragma GCC unroll 4
-  for (int i = 0; i < K; ++i) _mm256_storeu_ps(d + i * 8, acc[i]);
-}
-
-template <bool kAvg>
-__attribute__((target("avx2"))) void VecPoolRow256(const float* x, float* y, const VecPoolGeom& g,
-                                                   int64_t img, int64_t oy) {
-  int64_t y0, ky0, ky1, off[kMaxTaps];
-  RowSetup(g, oy, &y0, &ky0, &ky1);
-  const int64_t vc = g.vc;
-  const float* xi = x + img * g.h * g.w * vc;
-  float* yr = y + (img * g.oh + oy) * g.ow * vc;
-  for (int64_t ox = 0; ox < g.ow; ++ox) {
-    const int nt = WindowTaps(g, y0, ky0, ky1, ox, off);
-    if (nt == 0) {  // all padding (PadAvgPool: zeros counted); a plain pool never has one
-      std::fill(yr + ox * g.vc, yr + (ox + 1) * g.vc, 0.f);
-      continue;
-    }
-    float* d = yr + ox * vc;
-    int64_t j = 0;
-    const float div = 1.f / static_cast<float>(g.divisor ? g.divisor : nt);  // reciprocal
-    for (; j + 32 <= vc; j += 32) PoolTaps256<4, kAvg>(xi + j, off, nt, div, d + j);
-    for (; j + 8 <= vc; j += 8) PoolTaps256<1, kAvg>(xi + j, off, nt, div, d + j);
-    PoolTapsScalar<kAvg>(xi, off, nt, div, j, vc, d);
-  }
-}
-
-template <bool kAvg>
-void VecPoolRowScalar(const float* x, float* y, const VecPoolGeom& g, int64_t img, int64_t oy) {
+void VecMaxPoolRowScalar(const float* x, float* y, const VecPoolGeom& g, int64_t img, int64_t oy) {
   int64_t y0, ky0, ky1, off[kMaxTaps];
   RowSetup(g, oy, &y0, &ky0, &ky1);
   const float* xi = x + img * g.h * g.w * g.vc;
   float* yr = y + (img * g.oh + oy) * g.ow * g.vc;
   for (int64_t ox = 0; ox < g.ow; ++ox) {
     const int nt = WindowTaps(g, y0, ky0, ky1, ox, off);
-    if (nt == 0) {  // all padding (PadAvgPool: zeros counted); a plain pool never has one
-      std::fill(yr + ox * g.vc, yr + (ox + 1) * g.vc, 0.f);
-      continue;
-    }
-    const float div = 1.f / static_cast<float>(g.divisor ? g.divisor : nt);  // reciprocal
-    PoolTapsScalar<kAvg>(xi, off, nt, div, 0, g.vc, yr + ox * g.vc);
+    MaxTapsScalar(xi, off, nt, 0, g.vc, yr + ox * g.vc);
   }
 }
 
@@ -207,13 +162,11 @@ void VecPoolRowScalar(const float* x, float* y, const VecPoolGeom& g, int64_t im
 // pads never win.
 using VecMaxPoolRowFn = void (*)(const float*, float*, const VecPoolGeom&, int64_t, int64_t);
 std::atomic<int> g_max_pool_isa{0};  // SetMaxPoolIsaForTesting: 0 widest, 1 AVX2, 2 scalar
-VecMaxPoolRowFn VecPoolRow(bool avg) {
+VecMaxPoolRowFn VecMaxPoolRow() {
   const int cap = g_max_pool_isa.load(std::memory_order_relaxed);
-  if (cap == 0 && __builtin_cpu_supports("avx512f"))
-    return avg ? VecPoolRow512<true> : VecPoolRow512<false>;
-  if (cap <= 1 && __builtin_cpu_supports("avx2"))
-    return avg ? VecPoolRow256<true> : VecPoolRow256<false>;
-  return avg ? VecPoolRowScalar<true> : VecPoolRowScalar<false>;
+  if (cap == 0 && __builtin_cpu_supports("avx512f")) return VecMaxPoolRow512;
+  if (cap <= 1 && __builtin_cpu_supports("avx2")) return VecMaxPoolRow256;
+  return VecMaxPoolRowScalar;
 }
 
 bool Accepts2d(const ir::Node& n) {
@@ -258,7 +211,7 @@ Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape
   // Max pooling that keeps a channels-last / channel-blocked layout: own loops over channel
   // vectors (oneDNN 2.6's jit pooling on NHWC: GoogLeNet's 3x3 stride-1 branch pools ran at
   // ~1 ns per output element; ONNX Runtime's took half that).
-  if (fresh->out_layout == in_layout && in_layout != Layout::kPlain &&
+  if (max && fresh->out_layout == in_layout && in_layout != Layout::kPlain &&
       w.k[0] * w.k[1] <= kMaxTaps) {
     const int64_t blk = in_layout == Layout::kBlocked8    ? 8
                         : in_layout == Layout::kBlocked16 ? 16
@@ -278,11 +231,7 @@ Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape
     g.dw = w.dil[1];
     g.pt = w.pads[0];
     g.pl = w.pads[1];
-    // Average: floor mode (ceil declined above unless no window reaches past the end pad), so a
-    // counted window always holds kh x kw taps of the padded input.
-    g.divisor = !max && include_pad ? w.k[0] * w.k[1] : 0;
-    fresh->avg = !max;
-    fresh->own = true;
+    fresh->own_max = true;
     slot.state = std::move(fresh);
     return Status::Ok();
   }
@@ -344,12 +293,12 @@ Status PrepareWindowPool(OpContext& ctx, NodeSlot& slot) {
 
 void RunWindowPool(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<PoolState*>(slot.state.get());
-  if (st->own) {
+  if (st->own_max) {
     const VecPoolGeom& g = st->geom;
     const float* x = ctx.input(0).data<float>();
     float* y = ctx.output(0).data<float>();
     const int64_t loads = g.ow * g.vc * g.kh * g.kw;  // per output row
-    const VecMaxPoolRowFn row = VecPoolRow(st->avg);
+    const VecMaxPoolRowFn row = VecMaxPoolRow();
     ParallelRange(g.images * g.oh, std::max<int64_t>(1, 32768 / std::max<int64_t>(loads, 1)),
                   [&](int64_t r0, int64_t r1) {
                     for (int64_t r = r0; r < r1; ++r) row(x, y, g, r / g.oh, r % g.oh);
