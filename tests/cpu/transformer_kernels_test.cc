@@ -335,8 +335,9 @@ TEST(CpuMovement, TransposeMatchesReference) {
 }
 
 // Pad with all-zero pads (torch's DenseNet transitions): a copy in the input's layout, after a
-// Conv (its blocked / channels-last output) and before an AveragePool; the attribute form (opset
-// < 11) on a plain input; a Pad that really pads stays on the reference.
+// Conv (its blocked / channels-last output) and before a pooling (a MaxPool: a Pad read only by an
+// AveragePool runs inside the PadAvgPool pattern, tests/cpu/cnn_branches_test.cc); the attribute
+// form (opset < 11) on a plain input; a Pad that really pads stays on the reference.
 TEST(CpuMovement, ZeroPadIsACopyInAnyLayout) {
   for (int64_t c : {13, 32}) {
     SCOPED_TRACE("c=" + std::to_string(c));
@@ -347,7 +348,7 @@ TEST(CpuMovement, ZeroPadIsACopyInAnyLayout) {
     b.Const("pads", Ints({0, 0, 0, 0, 0, 0, 0, 0}));
     b.Node("Conv", {"x", "w"}, {"c"});
     b.Node("Pad", {"c", "pads"}, {"p"});
-    ir::Node& pool = b.Node("AveragePool", {"p"}, {"y"});
+    ir::Node& pool = b.Node("MaxPool", {"p"}, {"y"});
     SetInts(pool, "kernel_shape", {2, 2});
     SetInts(pool, "strides", {2, 2});
     b.Output("y");

@@ -12,6 +12,7 @@ std::span<const KernelDef> ConvKernels();    // conv.cc: Conv (oneDNN)
 std::span<const KernelDef> DeconvKernels();  // deconv.cc: ConvTranspose (oneDNN)
 std::span<const KernelDef> ResizeKernels();  // resize.cc: Resize, Upsample (own loops)
 std::span<const KernelDef> PoolKernels();    // pool.cc: MaxPool, AveragePool, GlobalAveragePool
+std::span<const Pattern> PoolPatterns();     // pool.cc: zero Pad -> AveragePool
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
 std::span<const KernelDef> NormKernels();  // norm.cc: Softmax, ReduceMean/Sum, LayerNormalization
@@ -21,6 +22,7 @@ std::span<const KernelDef> GatherKernels();     // gather.cc: Gather
 std::span<const KernelDef> RnnKernels();        // rnn.cc: GRU, LSTM (own GEMM + gate math)
 std::span<const KernelDef> ConcatKernels();     // concat.cc: Concat (any layout)
 std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalization (inference)
+std::span<const Pattern> BatchNormPatterns();   // batchnorm.cc: Concat -> BN [-> Relu]
 // qmatmul.cc: DynamicQuantizeLinear, MatMulInteger, QLinearMatMul (own int8 GEMM, qgemm.h)
 std::span<const KernelDef> QMatMulKernels();
 std::span<const Pattern> QMatMulPatterns();  // qmatmul.cc: the dynamic-quantized MatMul chain
@@ -33,6 +35,8 @@ void SetRnnScalarOnlyForTesting(bool on);
 void SetRnnNoAvx512ForTesting(bool on);
 // Tests only: the path a GRU/LSTM prepared now would take: 0 scalar, 1 AVX2, 2 AVX-512.
 int RnnPathForTesting();
+// Tests only: caps pool.cc's own MaxPool loops at AVX2 (1) or scalar (2); 0: the widest.
+void SetMaxPoolIsaForTesting(int cap);
 
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
 // returns what it declares for each output (the reference's state is discarded).

@@ -82,7 +82,8 @@ std::span<const KernelDef* const> AllKernels() {
 std::span<const Pattern> AllPatterns() {
   static const std::vector<Pattern> all = [] {
     std::vector<Pattern> v;
-    for (auto fam : {NormPatterns(), QMatMulPatterns(), QuantPatterns()})
+    for (auto fam :
+         {NormPatterns(), QMatMulPatterns(), QuantPatterns(), PoolPatterns(), BatchNormPatterns()})
       v.insert(v.end(), fam.begin(), fam.end());
     return v;
   }();
