@@ -1082,7 +1082,33 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       // and declares the shape; no copy.
       const size_t in = static_cast<size_t>(st.inputs[0]), out = static_cast<size_t>(st.outputs[0]);
       const Value& v = frame.values[in];
-      if (v.is_tensor() && layouts[in] == Layout::kPlain && v.tensor().dtype() != DType::kString) {
+      // A rank-4 Transpose between NCHW and NHWC (ConvNeXt's permutes around its LayerNorms)
+      // of a value stored the other way round is a view too: [0,2,3,1] of a channels-last value
+      // is its storage as a plain [N,H,W,C], and [0,3,1,2] of a plain [N,H,W,C] is that storage
+      // as a channels-last [N,C,H,W] when every reader takes channels-last.
+      Layout out_layout = Layout::kPlain;
+      bool relayout = false;
+      if (v.is_tensor() && st.node->op_type == "Transpose" && v.tensor().rank() == 4 &&
+          v.tensor().dtype() != DType::kString) {
+        const std::vector<int64_t> perm = st.node->attr_ints("perm");
+        const Shape& xs = v.tensor().shape();
+        if (layouts[in] == Layout::kNhwc && perm == std::vector<int64_t>{0, 2, 3, 1}) {
+          frame.values[out] = Value(v.tensor().Reshaped({xs[0], xs[2], xs[3], xs[1]}));
+          relayout = true;
+        } else if (layouts[in] == Layout::kPlain && perm == std::vector<int64_t>{0, 3, 1, 2} &&
+                   fuse && nhwc_ok_[out]) {
+          frame.values[out] = Value(v.tensor().Reshaped({xs[0], xs[3], xs[1], xs[2]}));
+          out_layout = Layout::kNhwc;
+          relayout = true;
+        }
+        if (relayout) {
+          layouts[out] = out_layout;
+          st.provider = "cpu (view)";
+          ran = true;
+        }
+      }
+      if (!relayout && v.is_tensor() && layouts[in] == Layout::kPlain &&
+          v.tensor().dtype() != DType::kString) {
         const Shape& xs = v.tensor().shape();
         bool viewable = true;
         if (st.node->op_type == "Transpose") {
