@@ -1096,7 +1096,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
           frame.values[out] = Value(v.tensor().Reshaped({xs[0], xs[2], xs[3], xs[1]}));
           relayout = true;
         } else if (layouts[in] == Layout::kPlain && perm == std::vector<int64_t>{0, 3, 1, 2} &&
-                   fuse && nhwc_ok_[out]) {
+                   fuse && nhwc_ok_[out] && v.tensor().dtype() == DType::kFloat) {
           frame.values[out] = Value(v.tensor().Reshaped({xs[0], xs[3], xs[1], xs[2]}));
           out_layout = Layout::kNhwc;
           relayout = true;
