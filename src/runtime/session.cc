@@ -498,9 +498,9 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
   std::vector<bool> absorbed(steps_.size(), false);
   PlanPatterns(producer, users, is_const, sub_read, &absorbed);
   // Exact (erf) GELU of v as torch exports nn.GELU: d = v / sqrt(2) (or v * (1 / sqrt(2)), step
-  // `scale`), Erf(d), Add(., 1), Mul(v, .) (step `mul`), Mul(., 0.5); every intermediate read
-  // only by the next step. Fills `steps` (scale, Erf, Add, Mul, Mul; in execution order since
-  // each reads the previous).
+  // `scale`), Erf(d), Add(., 1), Mul(v, .) (step `mul`), Mul(., 0.5); or with the halving first,
+  // Mul(v, 0.5) (step `mul`) times Add(., 1); every intermediate read only by the next step.
+  // Fills `steps` with the five steps in execution order (the last one writes the result).
   const auto Gelu = [&](int v, size_t scale, size_t mul, std::vector<size_t>* steps) {
     const auto single = [&](size_t s, const char* op, size_t n_in) {
       const Step& st = steps_[s];
@@ -535,13 +535,24 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
         c != 1.f)
       return false;
     const int prod = next(static_cast<size_t>(add));
-    if (prod < 0 || static_cast<size_t>(prod) != mul || !single(mul, "Mul", 2)) return false;
-    const int half = next(mul);
-    if (half < 0 || !single(static_cast<size_t>(half), "Mul", 2) ||
-        !constant(static_cast<size_t>(half), steps_[mul].outputs[0], &c) || c != 0.5f)
+    if (prod < 0 || !single(mul, "Mul", 2)) return false;
+    if (static_cast<size_t>(prod) == mul) {  // (v * (1 + erf)) * 0.5
+      const int half = next(mul);
+      if (half < 0 || !single(static_cast<size_t>(half), "Mul", 2) ||
+          !constant(static_cast<size_t>(half), steps_[mul].outputs[0], &c) || c != 0.5f)
+        return false;
+      *steps = {scale, static_cast<size_t>(erf), static_cast<size_t>(add), mul,
+                static_cast<size_t>(half)};
+      return true;
+    }
+    // (v * 0.5) * (1 + erf), the form of `0.5 * x * (1 + erf(x / sqrt(2)))` (HF transformers):
+    // `mul` is v * 0.5, read only by `prod`, which also reads the Add.
+    if (!constant(mul, v, &c) || c != 0.5f || next(mul) != prod ||
+        !single(static_cast<size_t>(prod), "Mul", 2))
       return false;
     *steps = {scale, static_cast<size_t>(erf), static_cast<size_t>(add), mul,
-              static_cast<size_t>(half)};
+              static_cast<size_t>(prod)};
+    std::sort(steps->begin(), steps->end());  // `prod`, reading all the others, is last
     return true;
   };
   for (size_t s = 0; s < steps_.size(); ++s) {

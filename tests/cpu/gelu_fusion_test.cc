@@ -1,9 +1,10 @@
 // torch's exact GELU (x / sqrt(2) -> Erf -> Add 1 -> Mul x -> Mul 0.5, as nn.GELU exports it;
 // ConvNeXt's and the transformers' MLPs) after a MatMul: fused into the MatMul as oneDNN's
 // gelu_erf post-op (the five steps reported "fused"), with and without a bias Add, in the Div
-// and the Mul(1 / sqrt(2)) form, operands either way round, small (the own-GEMM class, kept on
-// oneDNN when GELU is fused) and large; chains that are not exactly GELU run step by step, and
-// a Conv (which takes no GELU) before it leaves the steps alone. Each against the reference.
+// and the Mul(1 / sqrt(2)) form, with the halving last or first (HF's 0.5 * x * (1 + erf)),
+// operands either way round, small (the own-GEMM class, kept on oneDNN when GELU is fused) and
+// large; chains that are not exactly GELU run step by step, and a Conv (which takes no GELU) before
+// it leaves the steps alone. Each against the reference.
 #include <string>
 
 #include "cpu_harness.h"
@@ -17,7 +18,17 @@ using cpu_test::GraphBuilder;
 using cpu_test::QScalar;
 using cpu_test::Rand;
 
-enum Variant { kDiv, kMulForm, kSwapped, kConstantNodes, kAddTwo, kHalfIsOther, kErfReadTwice };
+enum Variant {
+  kDiv,
+  kMulForm,
+  kSwapped,
+  kConstantNodes,
+  kHalfFirst,
+  kAddTwo,
+  kHalfIsOther,
+  kErfReadTwice,
+  kHalfFirstQuarter
+};
 
 // A float scalar as a Constant node (what torch exports) or an initializer.
 void Scalar(GraphBuilder& b, const std::string& name, float v, bool node) {
@@ -36,6 +47,18 @@ void Scalar(GraphBuilder& b, const std::string& name, float v, bool node) {
 // Appends GELU(v) -> "y" in the given variant; returns whether it is exactly GELU's form.
 bool AddGelu(GraphBuilder& b, const std::string& v, Variant var) {
   const bool node = var == kConstantNodes;
+  if (var == kHalfFirst || var == kHalfFirstQuarter) {  // 0.5 * x * (1 + erf(x / sqrt(2)))
+    Scalar(b, "half", var == kHalfFirst ? 0.5f : 0.25f, node);
+    b.Node("Mul", {v, "half"}, {"h"});
+    Scalar(b, "s", 1.41421356f, node);
+    b.Node("Div", {v, "s"}, {"d"});
+    b.Node("Erf", {"d"}, {"e"});
+    Scalar(b, "one", 1.f, node);
+    b.Node("Add", {"e", "one"}, {"p"});
+    b.Node("Mul", {"h", "p"}, {"y"});
+    b.Output("y");
+    return var == kHalfFirst;
+  }
   if (var == kMulForm) {
     Scalar(b, "s", 0.70710678f, node);
     b.Node("Mul", {"s", v}, {"d"});
@@ -69,8 +92,8 @@ TEST(CpuGeluFusion, MatMulTakesExactGelu) {
   // [2,7,13] x [13,37]: under 2^18 multiply-adds (the own GEMM's class); [3,50,96] x [96,384]:
   // above (oneDNN, split over the threads).
   for (const Case& c : {Case{{2, 7, 13}, 37}, Case{{3, 50, 96}, 384}}) {
-    for (Variant var :
-         {kDiv, kMulForm, kSwapped, kConstantNodes, kAddTwo, kHalfIsOther, kErfReadTwice}) {
+    for (Variant var : {kDiv, kMulForm, kSwapped, kConstantNodes, kHalfFirst, kAddTwo, kHalfIsOther,
+                        kErfReadTwice, kHalfFirstQuarter}) {
       for (bool bias : {false, true}) {
         for (int packed : {-1, 1}) {
           SCOPED_TRACE("k " + std::to_string(c.a.back()) + " variant " + std::to_string(var) +
