@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -411,9 +412,10 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
 
 // Decides, for the cpu provider, which values may be channels-last (every reader takes it) and
 // which Add/Relu/Clip/HardSwish steps a fusing kernel (Conv) may absorb: the chain producer ->
-// [Add] -> [Relu|Clip|HardSwish|gate], each link the only reader of the previous value, and the
-// Add's other operand computed before the producer runs. A gate is v * Sigmoid(v) (SiLU) or
+// [Add] -> [Relu|Clip|HardSwish|gate|GELU], each link the only reader of the previous value, and
+// the Add's other operand computed before the producer runs. A gate is v * Sigmoid(v) (SiLU) or
 // v * HardSigmoid(v; 1/6, 1/2): v read by just those two steps, the gate's output by the Mul.
+// GELU is torch's exact one, v * 0.5 * (1 + erf(v / sqrt(2))) in five steps (see Gelu below).
 void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) {
   if (!shared_->cpu) return;
   using ops::cpu::Fusion;
@@ -496,6 +498,64 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
   };
   std::vector<bool> absorbed(steps_.size(), false);
   PlanPatterns(producer, users, is_const, sub_read, &absorbed);
+  // Exact (erf) GELU of v as torch exports nn.GELU: d = v / sqrt(2) (or v * (1 / sqrt(2)), step
+  // `scale`), Erf(d), Add(., 1), Mul(v, .) (step `mul`), Mul(., 0.5); or with the halving first,
+  // Mul(v, 0.5) (step `mul`) times Add(., 1); every intermediate read only by the next step.
+  // Fills `steps` with the five steps in execution order (the last one writes the result).
+  const auto Gelu = [&](int v, size_t scale, size_t mul, std::vector<size_t>* steps) {
+    const auto single = [&](size_t s, const char* op, size_t n_in) {
+      const Step& st = steps_[s];
+      const ir::Node& n = *st.node;
+      return !absorbed[s] && (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == op &&
+             st.opset >= 7 && st.inputs.size() == n_in && st.outputs.size() == 1 &&
+             st.outputs[0] >= 0;
+    };
+    // The one reader of step s's output (not exposed), or -1.
+    const auto next = [&](size_t s) -> int {
+      const size_t o = static_cast<size_t>(steps_[s].outputs[0]);
+      if (is_output_[o] || sub_read[o] || users[o].size() != 1) return -1;
+      return static_cast<int>(users[o][0].first);
+    };
+    // The other input of binary step s (v's value read at the other position) as a constant.
+    const auto constant = [&](size_t s, int known, float* c) {
+      const Step& st = steps_[s];
+      const int o = st.inputs[0] == known ? st.inputs[1] : st.inputs[0];
+      return o >= 0 && o != known && const_scalar(o, c);
+    };
+    float c = 0;
+    const bool div = single(scale, "Div", 2) && steps_[scale].inputs[0] == v &&
+                     constant(scale, v, &c) && std::fabs(c - 1.41421356f) < 1e-6f;
+    const bool times = !div && single(scale, "Mul", 2) && constant(scale, v, &c) &&
+                       std::fabs(c - 0.70710678f) < 1e-6f;
+    if (!div && !times) return false;
+    const int erf = next(scale);
+    if (erf < 0 || !single(static_cast<size_t>(erf), "Erf", 1)) return false;
+    const int add = next(static_cast<size_t>(erf));
+    if (add < 0 || !single(static_cast<size_t>(add), "Add", 2) ||
+        !constant(static_cast<size_t>(add), steps_[static_cast<size_t>(erf)].outputs[0], &c) ||
+        c != 1.f)
+      return false;
+    const int prod = next(static_cast<size_t>(add));
+    if (prod < 0 || !single(mul, "Mul", 2)) return false;
+    if (static_cast<size_t>(prod) == mul) {  // (v * (1 + erf)) * 0.5
+      const int half = next(mul);
+      if (half < 0 || !single(static_cast<size_t>(half), "Mul", 2) ||
+          !constant(static_cast<size_t>(half), steps_[mul].outputs[0], &c) || c != 0.5f)
+        return false;
+      *steps = {scale, static_cast<size_t>(erf), static_cast<size_t>(add), mul,
+                static_cast<size_t>(half)};
+      return true;
+    }
+    // (v * 0.5) * (1 + erf), the form of `0.5 * x * (1 + erf(x / sqrt(2)))` (HF transformers):
+    // `mul` is v * 0.5, read only by `prod`, which also reads the Add.
+    if (!constant(mul, v, &c) || c != 0.5f || next(mul) != prod ||
+        !single(static_cast<size_t>(prod), "Mul", 2))
+      return false;
+    *steps = {scale, static_cast<size_t>(erf), static_cast<size_t>(add), mul,
+              static_cast<size_t>(prod)};
+    std::sort(steps->begin(), steps->end());  // `prod`, reading all the others, is last
+    return true;
+  };
   for (size_t s = 0; s < steps_.size(); ++s) {
     Step& st = steps_[s];
     if (st.cpu) {
@@ -538,6 +598,13 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
           return Fusion::Act::kNone;
         };
         const size_t a = users[vu][0].first, b = users[vu][1].first;
+        std::vector<size_t> gelu_steps;
+        if (Gelu(v, a, b, &gelu_steps) || Gelu(v, b, a, &gelu_steps)) {
+          f.act = Fusion::Act::kGelu;
+          absorb.insert(absorb.end(), gelu_steps.begin(), gelu_steps.end());
+          v = steps_[gelu_steps.back()].outputs[0];
+          break;
+        }
         Fusion::Act act = a < b ? gated(a, b) : gated(b, a);
         if (act == Fusion::Act::kNone) break;
         f.act = act;
@@ -1034,7 +1101,33 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       // and declares the shape; no copy.
       const size_t in = static_cast<size_t>(st.inputs[0]), out = static_cast<size_t>(st.outputs[0]);
       const Value& v = frame.values[in];
-      if (v.is_tensor() && layouts[in] == Layout::kPlain && v.tensor().dtype() != DType::kString) {
+      // A rank-4 Transpose between NCHW and NHWC (ConvNeXt's permutes around its LayerNorms)
+      // of a value stored the other way round is a view too: [0,2,3,1] of a channels-last value
+      // is its storage as a plain [N,H,W,C], and [0,3,1,2] of a plain [N,H,W,C] is that storage
+      // as a channels-last [N,C,H,W] when every reader takes channels-last.
+      Layout out_layout = Layout::kPlain;
+      bool relayout = false;
+      if (v.is_tensor() && st.node->op_type == "Transpose" && v.tensor().rank() == 4 &&
+          v.tensor().dtype() != DType::kString) {
+        const std::vector<int64_t> perm = st.node->attr_ints("perm");
+        const Shape& xs = v.tensor().shape();
+        if (layouts[in] == Layout::kNhwc && perm == std::vector<int64_t>{0, 2, 3, 1}) {
+          frame.values[out] = Value(v.tensor().Reshaped({xs[0], xs[2], xs[3], xs[1]}));
+          relayout = true;
+        } else if (layouts[in] == Layout::kPlain && perm == std::vector<int64_t>{0, 3, 1, 2} &&
+                   fuse && nhwc_ok_[out] && v.tensor().dtype() == DType::kFloat) {
+          frame.values[out] = Value(v.tensor().Reshaped({xs[0], xs[3], xs[1], xs[2]}));
+          out_layout = Layout::kNhwc;
+          relayout = true;
+        }
+        if (relayout) {
+          layouts[out] = out_layout;
+          st.provider = "cpu (view)";
+          ran = true;
+        }
+      }
+      if (!relayout && v.is_tensor() && layouts[in] == Layout::kPlain &&
+          v.tensor().dtype() != DType::kString) {
         const Shape& xs = v.tensor().shape();
         bool viewable = true;
         if (st.node->op_type == "Transpose") {

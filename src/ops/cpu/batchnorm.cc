@@ -54,7 +54,8 @@ Status PrepareBn(OpContext& ctx, NodeSlot& slot) {
     fresh->layout = in;
     fresh->to_plain = in != Layout::kPlain && !nhwc_ok;
     const Fusion& f = slot.fusion;
-    bool fuse = f.any() && f.act != Fusion::Act::kSwish && f.act != Fusion::Act::kHardSwish;
+    bool fuse = f.any() && f.act != Fusion::Act::kSwish && f.act != Fusion::Act::kHardSwish &&
+                f.act != Fusion::Act::kGelu;
     if (fuse && f.sum) {
       const size_t r = static_cast<size_t>(kResidualInput);
       fuse = ctx.num_inputs() > r && ctx.input_is_tensor(r) &&

@@ -111,7 +111,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
         fresh->has_bias ? memory::desc({w.dim(0)}, memory::data_type::f32, tag::a) : memory::desc();
     // Fusion: sum needs a residual of the output's exact shape.
     const Fusion& f = slot.fusion;
-    bool fuse = f.any();
+    bool fuse = f.any() && f.act != Fusion::Act::kGelu;  // GELU: MatMul only
     if (f.sum) {
       fresh->sum_index = ctx.num_inputs() - 1;
       if (!ctx.input_is_tensor(fresh->sum_index) ||

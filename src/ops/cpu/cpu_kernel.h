@@ -45,7 +45,8 @@ enum class Layout : uint8_t {
 struct Fusion {
   // kSwish: x * sigmoid(x) (SiLU); kHardSwish: x * max(0, min(1, x / 6 + 0.5)). Only Conv
   // takes these two (the runtime offers them to every fusing kernel; others refuse).
-  enum class Act : uint8_t { kNone, kRelu, kClip, kSwish, kHardSwish };
+  // kGelu: x * 0.5 * (1 + erf(x / sqrt(2))) (torch's exact GELU); only MatMul takes it.
+  enum class Act : uint8_t { kNone, kRelu, kClip, kSwish, kHardSwish, kGelu };
   Act act = Act::kNone;
   float lo = 0, hi = 0;  // kClip bounds
   bool sum = false;      // input KernelDef::fuse_input is added to the result before `act`

@@ -106,7 +106,7 @@ Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
     fresh->has_bias = ctx.has_input(2);
     if (fresh->has_bias) fresh->bias_md = memory::desc({y[1]}, memory::data_type::f32, tag::a);
     const Fusion& f = slot.fusion;
-    const bool fuse = f.any() && !f.sum;
+    const bool fuse = f.any() && !f.sum && f.act != Fusion::Act::kGelu;
     dnnl::primitive_attr attr;
     if (fuse) attr.set_post_ops(MakePostOps(f));  // no sum: fuse needs !f.sum
     fresh->fused = fuse;

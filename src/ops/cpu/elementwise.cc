@@ -43,6 +43,11 @@ struct EltState : KernelState {
   bool channel = false;
   bool big_is_a = true;
   int64_t seg_len = 0, segs_per_n = 1, small_n = 0, period = 1;
+  // Equal shapes in two layouts (`mixed`): operand k stored in `from[k]` is first copied into
+  // `scratch[k]` in the output's layout when `from[k]` differs from it.
+  bool mixed = false;
+  Layout from[2] = {Layout::kPlain, Layout::kPlain}, to = Layout::kPlain;
+  std::vector<float> scratch[2];
   Shape out_shape;
 };
 
@@ -220,12 +225,21 @@ Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
   if (StoredPlain(a.shape(), la)) la = Layout::kPlain;
   if (StoredPlain(b.shape(), lb)) lb = Layout::kPlain;
   const bool same = a.shape() == b.shape() && la == lb;
+  // Equal shapes in two layouts (ConvNeXt's residual Add: a channels-last branch against an
+  // 8-channel-blocked convolution output on AVX2): the other operand is converted first, into
+  // the first non-plain layout, or plain when a reader needs plain.
+  const bool mixed = a.shape() == b.shape() && la != lb && a.rank() == 4;
   // Otherwise one non-plain operand against a per-channel or single value.
   const bool channel =
-      !same && kOp != BinOp::kPow && (la == Layout::kPlain) != (lb == Layout::kPlain);
-  const Layout out_layout =
-      same ? la : (channel ? (la != Layout::kPlain ? la : lb) : Layout::kPlain);
-  if ((!same && !channel && (la != Layout::kPlain || lb != Layout::kPlain)) ||
+      !same && !mixed && kOp != BinOp::kPow && (la == Layout::kPlain) != (lb == Layout::kPlain);
+  const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
+  const Layout out_layout = same      ? la
+                            : mixed   ? (!nhwc_ok               ? Layout::kPlain
+                                         : la != Layout::kPlain ? la
+                                                                : lb)
+                            : channel ? (la != Layout::kPlain ? la : lb)
+                                      : Layout::kPlain;
+  if ((!same && !mixed && !channel && (la != Layout::kPlain || lb != Layout::kPlain)) ||
       !PickLayout(slot, out_layout)) {
     slot.declined = true;
     return Status::Ok();
@@ -247,9 +261,13 @@ Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
         slot.declined = true;
         return Status::Ok();
       }
-    } else if (same) {
+    } else if (same || mixed) {
       PlanBroadcast({NumElements(a.shape())}, {NumElements(a.shape())}, {NumElements(a.shape())},
                     fresh.get());
+      fresh->mixed = mixed;
+      fresh->from[0] = la;
+      fresh->from[1] = lb;
+      fresh->to = out_layout;
     } else {
       PlanBroadcast(a.shape(), b.shape(), fresh->out_shape, fresh.get());
     }
@@ -317,11 +335,21 @@ void RunChannel(const EltState* st, const float* big, const float* small, float*
 
 template <BinOp kOp>
 void RunBinary(OpContext& ctx, NodeSlot& slot) {
-  const auto* st = static_cast<const EltState*>(slot.state.get());
+  auto* st = static_cast<EltState*>(slot.state.get());
   const float* a = ctx.input(0).data<float>();
   const float* b = ctx.input(1).data<float>();
   float* y = ctx.output(0).data<float>();
   if (st->total == 0) return;
+  if (st->mixed) {
+    const float** op[2] = {&a, &b};
+    for (int k = 0; k < 2; ++k) {
+      if (st->from[k] == st->to) continue;
+      std::vector<float>& buf = st->scratch[k];
+      buf.resize(static_cast<size_t>(st->total));
+      ConvertLayoutInto(ctx.input(static_cast<size_t>(k)), st->from[k], buf.data(), st->to);
+      *op[k] = buf.data();
+    }
+  }
   if (st->as_unary) {
     RunRows(st->unary, a, y, st->total, 0.f, 0.f);
     return;

@@ -234,6 +234,8 @@ void PlanFusion(const OpContext& ctx, const NodeSlot& slot, MatMulState* st) {
   if (f.act == Fusion::Act::kRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   if (f.act == Fusion::Act::kClip)
     po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, f.lo, f.hi);
+  if (f.act == Fusion::Act::kGelu)  // x * 0.5 * (1 + erf(x / sqrt(2)))
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
   st->attr.set_post_ops(po);
   st->fused = true;
 }
@@ -309,7 +311,9 @@ Status PrepareMatMul(OpContext& ctx, NodeSlot& slot) {
       fresh->y_md = Strided(Dims(y), false);
     }
     PlanFusion(ctx, slot, fresh.get());
-    if (b.size() == 2 && UseOwnGemm(slot, NumElements(a) * n)) {
+    // The own GEMM's epilogue has no GELU: a fused GELU stays on oneDNN.
+    const bool gelu = fresh->fused && slot.fusion.act == Fusion::Act::kGelu;
+    if (b.size() == 2 && !gelu && UseOwnGemm(slot, NumElements(a) * n)) {
       const int64_t m = NumElements(a) / k;
       if (fresh->has_c) {
         fresh->bias_rs = 0;

@@ -165,8 +165,14 @@ Status Install(OpContext& ctx, NodeSlot& slot, std::unique_ptr<CopyState> st) {
   return Status::Ok();
 }
 
+// The input may be channels-last or channel-blocked (rank 4, read where a convolution wrote it;
+// ConvNeXt's NCHW -> NHWC permutes): its logical dims then have other strides, and a blocked
+// C splits into (C / block, block), both copied in output order.
 Status PrepareTranspose(OpContext& ctx, NodeSlot& slot) {
-  if (!Copyable(ctx, slot)) {
+  const Layout layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  const bool plain = layout == Layout::kPlain;
+  if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() == DType::kString ||
+      (!plain && ctx.input(0).rank() != 4)) {
     slot.declined = true;
     return Status::Ok();
   }
@@ -178,10 +184,28 @@ Status PrepareTranspose(OpContext& ctx, NodeSlot& slot) {
   auto st = std::make_unique<CopyState>();
   st->out_shape = decl[0].shape;
   st->elem = DTypeSize(ctx.input(0).dtype());
-  const std::vector<int64_t> is = RowMajorStrides(in);
+  std::vector<int64_t> is = RowMajorStrides(in);
+  int64_t block = 0;  // > 0: C (logical dim 1) stored in blocks of this many channels
+  if (!plain) {
+    const int64_t c = in[1], h = in[2], w = in[3];
+    if (layout == Layout::kNhwc) {
+      is = {h * w * c, 1, w * c, c};
+    } else {
+      block = layout == Layout::kBlocked8 ? 8 : 16;
+      is = {c * h * w, h * w * block, w * block, block};  // C: the block index's stride
+    }
+  }
   for (size_t k = 0; k < perm.size(); ++k) {
-    st->dims.push_back(in[static_cast<size_t>(perm[k])]);
-    st->strides.push_back(is[static_cast<size_t>(perm[k])]);
+    const size_t p = static_cast<size_t>(perm[k]);
+    if (block > 0 && p == 1) {  // c = (c / block) * block + c % block
+      st->dims.push_back(in[1] / block);
+      st->strides.push_back(is[1]);
+      st->dims.push_back(block);
+      st->strides.push_back(1);
+      continue;
+    }
+    st->dims.push_back(in[p]);
+    st->strides.push_back(is[p]);
   }
   return Install(ctx, slot, std::move(st));
 }
@@ -311,7 +335,7 @@ void RunPad(OpContext& ctx, NodeSlot& slot) {
 }
 
 constexpr KernelDef kKernels[] = {
-    {"", "Transpose", 1, 1000, nullptr, 0, 0, PrepareTranspose, RunCopy},
+    {"", "Transpose", 1, 1000, nullptr, 0b1, 0, PrepareTranspose, RunCopy},
     {"", "Slice", 1, 1000, nullptr, 0, 0, PrepareSlice, RunCopy},
     {"", "Pad", 2, 1000, nullptr, 1, 0, PreparePad, RunPad},
 };
