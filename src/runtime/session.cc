@@ -599,7 +599,9 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
         };
         const size_t a = users[vu][0].first, b = users[vu][1].first;
         std::vector<size_t> gelu_steps;
-        if (Gelu(v, a, b, &gelu_steps) || Gelu(v, b, a, &gelu_steps)) {
+        // GELU only after a MatMul (the one kernel that takes it): a Conv keeps its Add.
+        if (st.node->op_type == "MatMul" &&
+            (Gelu(v, a, b, &gelu_steps) || Gelu(v, b, a, &gelu_steps))) {
           f.act = Fusion::Act::kGelu;
           absorb.insert(absorb.end(), gelu_steps.begin(), gelu_steps.end());
           v = steps_[gelu_steps.back()].outputs[0];

@@ -130,16 +130,32 @@ TEST(CpuGeluFusion, MatMulTakesExactGelu) {
   ops::cpu::SetPackedGemmOverride(-1);
 }
 
-// A Conv takes no GELU: the steps after it run on their own (and compute it).
+// A Conv takes no GELU: the steps after it run on their own (and compute it); a residual Add
+// before them is still fused into the Conv.
 TEST(CpuGeluFusion, ConvLeavesGeluSteps) {
-  GraphBuilder b;
-  b.Opset(13);
-  b.Input("x", Rand({1, 8, 6, 7}, 7100, -1.f, 1.f));
-  b.Const("w", Rand({12, 8, 3, 3}, 7101, -0.5f, 0.5f));
-  b.Node("Conv", {"x", "w"}, {"c"});
-  AddGelu(b, "c", kDiv);
-  auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
-  for (const auto& r : report) EXPECT_NE(r.provider, "fused") << r.name;
+  for (bool residual : {false, true}) {
+    SCOPED_TRACE("residual " + std::to_string(residual));
+    GraphBuilder b;
+    b.Opset(13);
+    b.Input("x", Rand({1, 8, 6, 7}, 7100, -1.f, 1.f));
+    b.Const("w", Rand({12, 8, 3, 3}, 7101, -0.5f, 0.5f));
+    b.Node("Conv", {"x", "w"}, {"c"});
+    std::string v = "c";
+    if (residual) {
+      b.Input("r", Rand({1, 12, 4, 5}, 7102));
+      b.Node("Add", {"c", "r"}, {"cr"});
+      v = "cr";
+    }
+    AddGelu(b, v, kDiv);
+    auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
+    int fused = 0;
+    for (const auto& r : report) {
+      if (r.provider != "fused") continue;
+      ++fused;
+      EXPECT_EQ(r.name, "Add_1");
+    }
+    EXPECT_EQ(fused, residual ? 1 : 0);
+  }
 }
 
 }  // namespace
