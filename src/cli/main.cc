@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "core/float_mode.h"
 
 namespace {
 
@@ -58,6 +59,11 @@ void ShortenOpenMpSpin(char** argv) {
 
 int main(int argc, char** argv) {
   ShortenOpenMpSpin(argv);
+  // The main thread in the cpu provider's run mode (subnormals flushed: FTZ/DAZ), so a run has
+  // no mode to switch and no OpenMP worker to update before and after it (a parallel region
+  // each way, ~60 us per run at 2 threads). Runs that keep subnormals (--provider reference,
+  // flush_denormals off) clear the bits for their duration themselves.
+  ferry::SetFloatMode(ferry::GetFloatMode() | ferry::kFlushDenormalBits);
   CLI::App app{"Ferry: verify, optimize and run ONNX models on the CPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ferry 0.1.0");

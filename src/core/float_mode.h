@@ -34,24 +34,22 @@ inline void SetFloatMode([[maybe_unused]] uint32_t mode) {
 // The FTZ and DAZ bits.
 inline constexpr uint32_t kFlushDenormalBits = 0x8040;
 
-// Sets FTZ and DAZ on the calling thread for its lifetime (when `on`), then restores the mode
-// the thread had.
+// For its lifetime, the calling thread flushes subnormals (`on`: FTZ and DAZ set) or keeps them
+// (both cleared, whatever the caller had: IEEE arithmetic); then the thread's own mode is back.
 class ScopedFlushDenormals {
  public:
-  explicit ScopedFlushDenormals(bool on) : on_(on) {
-    if (!on_) return;
-    saved_ = GetFloatMode();
-    SetFloatMode(saved_ | kFlushDenormalBits);
+  explicit ScopedFlushDenormals(bool on) : saved_(GetFloatMode()) {
+    const uint32_t want = on ? saved_ | kFlushDenormalBits : saved_ & ~kFlushDenormalBits;
+    if (want != saved_) SetFloatMode(want);
   }
   ~ScopedFlushDenormals() {
-    if (on_) SetFloatMode(saved_);
+    if (GetFloatMode() != saved_) SetFloatMode(saved_);
   }
   ScopedFlushDenormals(const ScopedFlushDenormals&) = delete;
   ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
 
  private:
-  bool on_;
-  uint32_t saved_ = 0;
+  uint32_t saved_;
 };
 
 }  // namespace ferry

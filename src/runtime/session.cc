@@ -1415,17 +1415,18 @@ Status GraphExecutor::MaterializeLazy(Step& d, const Frame& frame) {
 namespace {
 
 // Runs fn() as the session computes: the cpu provider's threads set (OpenMP count) and, with
-// SessionOptions::flush_denormals, subnormals flushed on the calling thread and every worker;
-// the caller's floating-point mode is back (on the workers too) when it returns.
+// SessionOptions::flush_denormals, subnormals flushed on the calling thread and every worker
+// (without it, and on the reference provider, kept: FTZ/DAZ cleared even if the caller had
+// them); the caller's floating-point mode is back (on the workers too) when it returns.
 template <typename F>
 Status InRunMode(SessionShared& shared, F&& fn) {
   Status st;
   {
     ScopedFlushDenormals mode(shared.flush);
-    if (shared.cpu) ops::cpu::BeginRun(shared.cpu.get(), shared.flush);
+    if (shared.cpu) ops::cpu::BeginRun(shared.cpu.get());
     st = fn();
   }
-  if (shared.cpu) ops::cpu::EndRun(shared.cpu.get(), shared.flush);  // copies the restored mode
+  if (shared.cpu) ops::cpu::EndRun(shared.cpu.get());  // gives the workers the restored mode
   return st;
 }
 

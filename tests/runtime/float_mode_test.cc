@@ -2,6 +2,7 @@
 // flushed to zero on every thread that computes, by default; kept with the option off and by the
 // reference provider; the caller's floating-point mode restored after each run; ThreadPool
 // chunks run under the caller's mode.
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -29,11 +30,12 @@ GraphBuilder SubnormalModel() {
   return b;
 }
 
-// How many output elements are nonzero (each is kSub or 0).
+// How many output elements are nonzero (each is kSub or 0); by their bits, since a comparison
+// under DAZ would read a subnormal as 0.
 int64_t NonZero(const std::vector<Value>& outs) {
   int64_t n = 0;
   for (const auto& v : outs)
-    for (float f : v.tensor().span<const float>()) n += f != 0;
+    for (float f : v.tensor().span<const float>()) n += (std::bit_cast<uint32_t>(f) << 1) != 0;
   return n;
 }
 
@@ -66,6 +68,50 @@ TEST(FloatMode, CpuProviderFlushesSubnormalsAndRestoresTheCallersMode) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(NonZero(*r), 2 * 2 * 64 * 64) << threads << " threads, reference provider";
   }
+}
+
+// A caller that flushes itself (the `ferry` binary's main thread does): the flushing session
+// flushes, a session with flush_denormals off and the reference provider still keep subnormals
+// (on the workers too, which the flushing run left flushing), and the caller's mode is back.
+TEST(FloatMode, SessionsThatKeepSubnormalsKeepThemUnderAFlushingCaller) {
+#ifndef FERRY_HAS_MXCSR
+  GTEST_SKIP() << "no MXCSR on this target";
+#else
+  const uint32_t saved = GetFloatMode();
+  SetFloatMode(saved | kFlushDenormalBits);
+  for (int threads : {2, 1, 2}) {
+    GraphBuilder b = SubnormalModel();
+    SessionOptions o;
+    o.threads = threads;
+    auto flushed = Session::Create(b.model(), o);
+    ASSERT_TRUE(flushed.ok());
+    for (int run = 0; run < 2; ++run) {
+      auto a = (*flushed)->Run(b.feeds());
+      ASSERT_TRUE(a.ok());
+      EXPECT_EQ(NonZero(*a), 0) << threads << " threads, run " << run;
+    }
+    o.flush_denormals = false;
+    auto kept = Session::Create(b.model(), o);
+    ASSERT_TRUE(kept.ok());
+    for (int run = 0; run < 2; ++run) {
+      auto k = (*kept)->Run(b.feeds());
+      ASSERT_TRUE(k.ok());
+      EXPECT_EQ(NonZero(*k), 2 * 2 * 64 * 64) << threads << " threads, flush off, run " << run;
+      EXPECT_EQ(GetFloatMode(), saved | kFlushDenormalBits);
+    }
+    o.provider = "reference";
+    auto ref = Session::Create(b.model(), o);
+    ASSERT_TRUE(ref.ok());
+    auto r = (*ref)->Run(b.feeds());
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(NonZero(*r), 2 * 2 * 64 * 64) << threads << " threads, reference provider";
+    // And the flushing session again after them: its workers flush again.
+    auto again = (*flushed)->Run(b.feeds());
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(NonZero(*again), 0) << threads << " threads, flushing after keeping";
+  }
+  SetFloatMode(saved);
+#endif
 }
 
 TEST(FloatMode, ThreadPoolChunksRunUnderTheCallersMode) {

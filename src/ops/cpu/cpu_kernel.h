@@ -150,10 +150,11 @@ struct ProviderDeleter {
 using ProviderPtr = std::unique_ptr<Provider, ProviderDeleter>;
 ProviderPtr MakeProvider(int threads);
 // Called by the runtime at the start of every run on the running thread: sets the OpenMP thread
-// count and, with `copy_float_mode`, gives every OpenMP worker the running thread's
-// floating-point mode (core/float_mode.h). EndRun copies the (restored) mode again.
-void BeginRun(Provider* p, bool copy_float_mode);
-void EndRun(Provider* p, bool copy_float_mode);
+// count and gives every OpenMP worker the running thread's floating-point mode
+// (core/float_mode.h) unless they have it already. EndRun, after the caller's mode is restored,
+// gives them that mode back the same way.
+void BeginRun(Provider* p);
+void EndRun(Provider* p);
 
 // Copies `src` (layout `from`) into `dst` (same shape and byte size, layout `to`).
 void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to);
