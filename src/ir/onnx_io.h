@@ -14,8 +14,12 @@ namespace ferry::ir {
 
 // Loads an .onnx file. External data paths resolve against the model's folder; a path that
 // leaves that folder is refused (kInvalid). Errors: kInvalid for unreadable/truncated/garbage
-// bytes, kUnsupported for element types Ferry does not hold.
+// bytes, kUnsupported for element types Ferry does not hold. Initializers' raw data of 64 KiB
+// and more is read from the file straight into the tensors (the file is never resident beside
+// them).
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+// Tests: how many raw_data payloads the calling thread's last LoadModel read apart.
+int LargeRawReadForTesting();
 // Parses model bytes; `base_dir` resolves external data ("" refuses external data).
 Result<std::unique_ptr<Model>> ParseModel(const std::string& bytes, const std::string& base_dir,
                                           const std::string& what);
