@@ -167,6 +167,44 @@ TEST(CpuPackedGemm, GemmTransBAndBroadcastCMatchReference) {
     }
 }
 
+// A Gemm with transB, at most 4 rows of A and a constant B of 1 MiB or more reads B in place
+// (GemvTransB): awkward k (tails of the 8-float steps) and n (tails of the 4 / 2 B rows per
+// step, thread chunks), every broadcast C, a Relu after it, 1 and 2 threads; 5 rows is oneDNN's.
+TEST(CpuGemv, LargeConstantTransBAtFewRowsMatchesReference) {
+  struct Case {
+    int64_t m, k, n;
+    Shape c;
+    bool relu;
+  };
+  const Case cases[] = {
+      {1, 1029, 263, {263}, false}, {2, 1029, 263, {1, 263}, true}, {3, 4099, 70, {3, 70}, false},
+      {4, 4099, 70, {4, 1}, true},  {1, 8, 33000, {}, false},       {4, 13, 20200, {1}, false},
+      {3, 1029, 265, {265}, true},  {5, 1029, 263, {263}, false},
+  };
+  uint32_t seed = 5100;
+  for (const Case& c : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(Name({c.m, c.k}, c.k, c.n, threads) + " c" + ShapeToString(c.c) +
+                   (c.relu ? " relu" : ""));
+      GraphBuilder b;
+      b.Input("a", Rand({c.m, c.k}, seed++));
+      b.Const("b", Rand({c.n, c.k}, seed++));
+      std::vector<std::string> in = {"a", "b"};
+      if (!c.c.empty()) {
+        b.Const("c", Rand(c.c, seed++));
+        in.push_back("c");
+      }
+      SetInt(b.Node("Gemm", in, {c.relu ? "g" : "y"}), "transB", 1);
+      if (c.relu) b.Node("Relu", {"g"}, {"y"});
+      b.Output("y");
+      const uint64_t before = ops::cpu::GemvRuns();
+      const double tol = 1e-5 * (1.0 + static_cast<double>(c.k) / 8);
+      ExpectMatchesReference(b, 1e-4, tol, threads);
+      const uint64_t runs = ops::cpu::GemvRuns() - before;
+      EXPECT_EQ(runs, c.m <= 4 && ops::cpu::GemmAvx2Supported() ? 2u : 0u);
+    }
+}
+
 // A computed B stays on oneDNN; so does everything when the override says so.
 TEST(CpuPackedGemm, NonConstantBAndOverrideKeepOneDnn) {
   {

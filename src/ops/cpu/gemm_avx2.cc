@@ -257,6 +257,146 @@ void PackedGemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float*
   g_runs.fetch_add(1);
 }
 
+namespace {
+
+__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// out[r * n + j] = a_r . b_j for r < M, j in [j0, j1): J rows of b at a time, 8 floats of k per
+// step, the k tail in scalar; each dot product sums in the same order whatever the chunk.
+template <int M, int J>
+__attribute__((target("avx2,fma"))) void DotBlock(const float* a, int64_t lda, const float* b,
+                                                  int64_t k, int64_t n, int64_t j0, int64_t j1,
+                                                  float* out) {
+  const int64_t k8 = k & ~int64_t{7};
+  int64_t j = j0;
+  for (; j + J <= j1; j += J) {
+    __m256 acc[M][J];
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < J; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k8; i += 8) {
+      __m256 bv[J];
+      for (int c = 0; c < J; ++c) bv[c] = _mm256_loadu_ps(b + (j + c) * k + i);
+      for (int r = 0; r < M; ++r) {
+        const __m256 av = _mm256_loadu_ps(a + r * lda + i);
+        for (int c = 0; c < J; ++c) acc[r][c] = _mm256_fmadd_ps(av, bv[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < J; ++c) {
+        float t = HorizontalSum(acc[r][c]);
+        for (int64_t i = k8; i < k; ++i) t += a[r * lda + i] * b[(j + c) * k + i];
+        out[r * n + j + c] = t;
+      }
+  }
+  for (; j < j1; ++j)  // fewer than J rows of b left
+    DotBlock<M, 1>(a, lda, b, k, n, j, j + 1, out);
+}
+
+// The AVX-512 form: 16 floats of k per step, J rows of b streamed at once (more streams in
+// flight: the product is bound by reading b), the next lines of each prefetched.
+template <int M, int J>
+__attribute__((target("avx512f,avx2,fma"))) void DotBlock512(const float* a, int64_t lda,
+                                                             const float* b, int64_t k, int64_t n,
+                                                             int64_t j0, int64_t j1, float* out) {
+  const int64_t k16 = k & ~int64_t{15};
+  int64_t j = j0;
+  for (; j + J <= j1; j += J) {
+    __m512 acc[M][J];
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < J; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k16; i += 16) {
+      __m512 bv[J];
+      for (int c = 0; c < J; ++c) {
+        const float* row = b + (j + c) * k + i;
+        _mm_prefetch(reinterpret_cast<const char*>(row + 256), _MM_HINT_T0);
+        bv[c] = _mm512_loadu_ps(row);
+      }
+      for (int r = 0; r < M; ++r) {
+        const __m512 av = _mm512_loadu_ps(a + r * lda + i);
+        for (int c = 0; c < J; ++c) acc[r][c] = _mm512_fmadd_ps(av, bv[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < J; ++c) {
+        // Stored and summed in halves (the 512-bit extract intrinsics trip GCC 12's
+        // -Wmaybe-uninitialized).
+        alignas(64) float lanes[16];
+        _mm512_store_ps(lanes, acc[r][c]);
+        float t = HorizontalSum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+        for (int64_t i = k16; i < k; ++i) t += a[r * lda + i] * b[(j + c) * k + i];
+        out[r * n + j + c] = t;
+      }
+  }
+  for (; j < j1; ++j) DotBlock512<M, 1>(a, lda, b, k, n, j, j + 1, out);
+}
+
+bool GemvAvx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && !std::getenv("FERRY_GEMV_AVX2");
+  return ok;
+}
+
+template <int M>
+void DotRange(const float* a, int64_t lda, const float* b, int64_t k, int64_t n, int64_t j0,
+              int64_t j1, float* out) {
+  if (GemvAvx512())
+    DotBlock512<M, (M <= 2 ? 8 : 4)>(a, lda, b, k, n, j0, j1, out);
+  else
+    DotBlock<M, (M <= 2 ? 4 : 2)>(a, lda, b, k, n, j0, j1, out);
+}
+
+}  // namespace
+
+std::atomic<uint64_t> g_gemv_runs{0};
+
+uint64_t GemvRuns() {
+  return g_gemv_runs.load();
+}
+
+void GemvTransB(const float* a, int64_t m, int64_t lda, const float* b, int64_t k, int64_t n,
+                float* y, const GemmEpilogue& e, int threads) {
+  g_gemv_runs.fetch_add(1);
+  auto range = [&](int64_t j0, int64_t j1) {
+    switch (m) {
+      case 1:
+        DotRange<1>(a, lda, b, k, n, j0, j1, y);
+        break;
+      case 2:
+        DotRange<2>(a, lda, b, k, n, j0, j1, y);
+        break;
+      case 3:
+        DotRange<3>(a, lda, b, k, n, j0, j1, y);
+        break;
+      default:
+        DotRange<4>(a, lda, b, k, n, j0, j1, y);
+        break;
+    }
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = j0; j < j1; ++j) {
+        float v = y[r * n + j];
+        if (e.bias) v += e.bias[r * e.bias_rs + j * e.bias_cs];
+        if (e.residual) v += e.residual[r * n + j];
+        if (e.act == GemmEpilogue::Act::kRelu) v = v < 0.f ? 0.f : v;
+        if (e.act == GemmEpilogue::Act::kClip) v = std::min(std::max(v, e.lo), e.hi);
+        y[r * n + j] = v;
+      }
+  };
+  const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n / 64)));
+#ifdef _OPENMP
+  if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+    for (int id = omp_get_thread_num(); id < nt; id += omp_get_num_threads())
+      range(n * id / nt, n * (id + 1) / nt);
+    return;
+  }
+#endif
+  range(0, n);
+}
+
 void SetPackedGemmOverride(int v) {
   g_override.store(v);
 }

@@ -39,6 +39,7 @@ struct MatMulState : KernelState {
   bool serial = false;  // too small to split: built and run on one thread
   // The own packed GEMM (gemm_avx2.h): y [m, n] = A [m, k] (row stride k) x packed B.
   bool own = false, own_trans = false;  // own_trans: B is stored [n, k] (Gemm transB)
+  bool gemv = false;  // own matrix-vector product on B [n, k] in place (GemvTransB)
   PackedB own_b;
   int64_t m = 0, k = 0;
   int64_t bias_rs = 0, bias_cs = 0;  // C addressed as c[row * bias_rs + col * bias_cs]
@@ -157,6 +158,7 @@ bool FloatTensors(const OpContext& ctx, size_t n) {
 
 // Packs a constant B once (again if the initializer changes), a computed B every run.
 void PackB(const OpContext& ctx, NodeSlot& slot, MatMulState* st) {
+  if (st->gemv) return;  // B is read where it is
   if (st->own) {
     const float* b = static_cast<const float*>(ctx.input(1).raw());
     if (st->packed_from == b) return;
@@ -253,6 +255,18 @@ bool UseOwnGemm(const NodeSlot& slot, int64_t fmas) {
   if (!b_const || !GemmAvx2Supported()) return false;
   const int forced = PackedGemmOverride();
   return forced == 1 || (forced < 0 && fmas < kSerialFmas);
+}
+
+// A Gemm with transB whose A has a few rows and whose constant B is large (a classifier's Linear
+// at batch 1: AlexNet's 9216x4096, 151 MB) reads B in place (GemvTransB): oneDNN would pack a
+// second copy, and the first run would pay for making it.
+constexpr size_t kGemvMinBytes = size_t{1} << 20;
+
+bool UseGemv(const NodeSlot& slot, int64_t m, int64_t k, int64_t n, bool ta, bool tb, bool gelu) {
+  const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  return b_const && !ta && tb && !gelu && m <= kGemvMaxRows &&
+         static_cast<size_t>(k * n) * sizeof(float) >= kGemvMinBytes && GemmAvx2Supported() &&
+         PackedGemmOverride() != 0;
 }
 
 // Takes the own path for `fresh` (m x k x n, B transposed when tb) and installs it.
@@ -363,6 +377,12 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
       fresh->bias_rs = c[0] == 1 ? 0 : c[1];
       fresh->bias_cs = c[1] == 1 ? 0 : 1;
     }
+    const bool gelu = fresh->fused && slot.fusion.act == Fusion::Act::kGelu;
+    if (UseGemv(slot, m, k, n, ta, tb, gelu)) {
+      InstallOwn(slot, std::move(fresh), m, k, tb);
+      static_cast<MatMulState*>(slot.state.get())->gemv = true;
+      return DeclareOutput(ctx, slot);
+    }
     if (!ta && UseOwnGemm(slot, m * k * n)) {
       InstallOwn(slot, std::move(fresh), m, k, tb);
       return DeclareOutput(ctx, slot);
@@ -392,7 +412,13 @@ void RunOwn(OpContext& ctx, MatMulState* st) {
   e.lo = st->lo;
   e.hi = st->hi;
   const int threads = st->serial ? 1 : omp_get_max_threads();
-  PackedGemm(static_cast<const float*>(ctx.input(0).raw()), st->m, st->k, st->own_b, y, e, threads);
+  if (st->gemv)
+    GemvTransB(static_cast<const float*>(ctx.input(0).raw()), st->m, st->k,
+               static_cast<const float*>(ctx.input(1).raw()), st->k,
+               NumElements(st->out_shape) / st->m, y, e, threads);
+  else
+    PackedGemm(static_cast<const float*>(ctx.input(0).raw()), st->m, st->k, st->own_b, y, e,
+               threads);
 }
 
 void RunMatMul(OpContext& ctx, NodeSlot& slot) {
