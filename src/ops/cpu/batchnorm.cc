@@ -101,6 +101,24 @@ FERRY_BN_CLONES void RowVV(const float* s, const float* a, const float* b, const
   }
 }
 
+// RowVV without the residual over `rows` rows: d[r * ds + j] = clamp(s[r * ss + j] * a[j] + b[j])
+// (ConcatBn's NHWC inputs: a call per input and thread, not per pixel — DenseNet's 32-channel
+// inputs made the call and loop set-up a large share of the work).
+FERRY_BN_CLONES void RowsVV(const float* s, int64_t ss, const float* a, const float* b, float* d,
+                            int64_t ds, int64_t len, int64_t rows, bool clamp, float lo, float hi) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* sr = s + r * ss;
+    float* dr = d + r * ds;
+    if (clamp) {
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) dr[j] = std::min(std::max(sr[j] * a[j] + b[j], lo), hi);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) dr[j] = sr[j] * a[j] + b[j];
+    }
+  }
+}
+
 // d[p * blk + j] = s[p * blk + j] * a[j] + b[j] (...) for p < sp: one channel block.
 template <int kBlk>
 __attribute__((always_inline)) inline void RowBlockedN(const float* s, const float* a,
@@ -368,11 +386,10 @@ void RunConcatBn(OpContext& ctx, NodeSlot& slot) {
   auto ci = [&](size_t i) { return ctx.input(i).dim(1); };
   if (st->layout == Layout::kNhwc) {  // pixel rows: each input's channels side by side
     ParallelRange(nb * sp, std::max<int64_t>(1, 4096 / c), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (size_t i = 0; i < n; ++i) {
-          const int64_t k = ci(i), o = st->c0[i];
-          RowVV(src[i] + r * k, a + o, b + o, nullptr, dst + r * c + o, k, clamp, lo, hi);
-        }
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t k = ci(i), o = st->c0[i];
+        RowsVV(src[i] + r0 * k, k, a + o, b + o, dst + r0 * c + o, c, k, r1 - r0, clamp, lo, hi);
+      }
     });
     return;
   }
