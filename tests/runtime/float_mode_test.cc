@@ -79,36 +79,33 @@ TEST(FloatMode, SessionsThatKeepSubnormalsKeepThemUnderAFlushingCaller) {
 #else
   const uint32_t saved = GetFloatMode();
   SetFloatMode(saved | kFlushDenormalBits);
+  const int64_t all = 2 * 2 * 64 * 64;
   for (int threads : {2, 1, 2}) {
     GraphBuilder b = SubnormalModel();
     SessionOptions o;
     o.threads = threads;
+    // Runs `s` `runs` times; each run must leave `want` nonzero outputs and the caller's mode.
+    auto check = [&](Session& s, int runs, int64_t want, const char* what) {
+      for (int run = 0; run < runs; ++run) {
+        auto out = s.Run(b.feeds());
+        ASSERT_TRUE(out.ok());
+        EXPECT_EQ(NonZero(*out), want) << threads << " threads, " << what << ", run " << run;
+        EXPECT_EQ(GetFloatMode(), saved | kFlushDenormalBits) << what;
+      }
+    };
     auto flushed = Session::Create(b.model(), o);
     ASSERT_TRUE(flushed.ok());
-    for (int run = 0; run < 2; ++run) {
-      auto a = (*flushed)->Run(b.feeds());
-      ASSERT_TRUE(a.ok());
-      EXPECT_EQ(NonZero(*a), 0) << threads << " threads, run " << run;
-    }
+    check(**flushed, 2, 0, "flushing");
     o.flush_denormals = false;
     auto kept = Session::Create(b.model(), o);
     ASSERT_TRUE(kept.ok());
-    for (int run = 0; run < 2; ++run) {
-      auto k = (*kept)->Run(b.feeds());
-      ASSERT_TRUE(k.ok());
-      EXPECT_EQ(NonZero(*k), 2 * 2 * 64 * 64) << threads << " threads, flush off, run " << run;
-      EXPECT_EQ(GetFloatMode(), saved | kFlushDenormalBits);
-    }
+    check(**kept, 2, all, "flush off");
     o.provider = "reference";
     auto ref = Session::Create(b.model(), o);
     ASSERT_TRUE(ref.ok());
-    auto r = (*ref)->Run(b.feeds());
-    ASSERT_TRUE(r.ok());
-    EXPECT_EQ(NonZero(*r), 2 * 2 * 64 * 64) << threads << " threads, reference provider";
+    check(**ref, 1, all, "reference provider");
     // And the flushing session again after them: its workers flush again.
-    auto again = (*flushed)->Run(b.feeds());
-    ASSERT_TRUE(again.ok());
-    EXPECT_EQ(NonZero(*again), 0) << threads << " threads, flushing after keeping";
+    check(**flushed, 1, 0, "flushing after keeping");
   }
   SetFloatMode(saved);
 #endif
