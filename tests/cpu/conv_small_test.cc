@@ -1,7 +1,7 @@
-// The cpu Conv kernel on convolutions small enough to run on one OpenMP thread (below 2^18
-// multiply-adds: an SE block's 1x1 convs on a 1x1 map, a depthwise 3x3 on 7x7) and just above,
-// chained so that a serial conv is followed by a parallel one and the other way round: at two
-// threads against the reference kernels, and bit for bit against the cpu provider at one thread.
+// The cpu Conv kernel on small convolutions (an SE block's 1x1 convs on a 1x1 map, a depthwise
+// 3x3 on 7x7; around 2^18 multiply-adds, where matmul switches to one thread) and larger ones,
+// chained: at two threads against the reference kernels, and bit for bit against the cpu
+// provider at one thread (results must not depend on the thread count).
 #include <cmath>
 #include <random>
 #include <string>

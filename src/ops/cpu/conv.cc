@@ -42,7 +42,6 @@ struct ConvState : KernelState {
   memory packed_w;  // owned, in the primitive's weights layout
   const void* packed_from = nullptr;
   bool has_bias = false;
-  bool serial = false;  // oneDNN path under kSerialFmas multiply-adds: built and run on one thread
   size_t sum_index = 0;
   std::unique_ptr<WinogradConv> wino;  // set: Winograd instead of the oneDNN primitive
   std::unique_ptr<ConvGemm> gemm;      // set: the own im2col GEMM instead
@@ -169,10 +168,6 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       }
     }
     if (!fresh->wino && !fresh->gemm) {
-      // A small convolution (SE blocks' 1x1 convs on a 1x1 map, depthwise convs on 7x7) runs on
-      // one thread: the fork and join cost more than the second thread saves.
-      fresh->serial = NumElements(y) * w.dim(1) * w.dim(2) * w.dim(3) < kSerialFmas;
-      SerialScope scope(fresh->serial);
       try {
         dnnl::engine& eng = slot.provider->engine();
         // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
@@ -215,7 +210,6 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
     } else if (st->gemm) {
       st->gemm->PackWeights(static_cast<const float*>(wptr));
     } else {
-      SerialScope scope(st->serial);
       dnnl::engine& eng = slot.provider->engine();
       memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
       st->wei_reorder.execute(slot.provider->stream(), user, st->packed_w);
@@ -250,7 +244,6 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
     }
     return;
   }
-  SerialScope scope(st->serial);
   dnnl::engine& eng = p.engine();
   dnnl::stream& s = p.stream();
   void* y = ctx.output(0).raw();

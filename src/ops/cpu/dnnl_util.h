@@ -147,36 +147,6 @@ struct DnnlIo {
   }
 };
 
-// Below this many multiply-adds a matmul or convolution runs on one thread: waking a second one
-// costs more than it saves (and, on a busy machine, a whole scheduler time slice).
-constexpr int64_t kSerialFmas = int64_t{1} << 18;
-
-// Sets the OpenMP thread count to 1 for its lifetime when `on` (oneDNN reads it at primitive
-// creation and execution).
-class SerialScope {
- public:
-  explicit SerialScope(bool on) {
-#ifdef _OPENMP
-    if (on && omp_get_max_threads() != 1) {
-      saved_ = omp_get_max_threads();
-      omp_set_num_threads(1);
-    }
-#else
-    (void)on;
-#endif
-  }
-  ~SerialScope() {
-#ifdef _OPENMP
-    if (saved_ > 0) omp_set_num_threads(saved_);
-#endif
-  }
-  SerialScope(const SerialScope&) = delete;
-  SerialScope& operator=(const SerialScope&) = delete;
-
- private:
-  int saved_ = 0;
-};
-
 // Runs fn(begin, end) over [0, n) on the provider's OpenMP threads.
 template <typename F>
 void ParallelRange(int64_t n, int64_t min_chunk, F&& fn) {
