@@ -3,6 +3,7 @@
 // single-value operands, either operand order) on a convolution output in the convolution
 // library's layout (channels 8 / 16) and plain (13), and HardSigmoid / HardSwish, each against the
 // reference kernels, with the node report saying the node ran on cpu.
+#include <cstring>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -34,6 +35,41 @@ TEST(CpuCnnEltwise, HardSigmoidHardSwishPlain) {
     ASSERT_EQ(report.size(), 3u);
     for (const auto& r : report) {
       EXPECT_EQ(r.provider, "cpu") << r.op_type;
+    }
+  }
+}
+
+// GlobalAveragePool of a large channels-last image (pixel chunks of 512 summed on every thread,
+// then in order): the reference's values, and the same bits at 1 and 2 threads.
+TEST(CpuCnnEltwise, GlobalAveragePoolOfLargeImagesIsThreadIndependent) {
+  uint32_t seed = 990;
+  for (int64_t ch : {70, 136}) {
+    for (int64_t n : {1, 2}) {
+      SCOPED_TRACE("channels " + std::to_string(ch) + " batch " + std::to_string(n));
+      GraphBuilder b;
+      b.Input("x", Rand({n, 5, 45, 47}, seed++));  // 2115 pixels: 5 chunks, the last of 67
+      b.Const("w", Rand({ch, 5, 1, 1}, seed++, -0.5f, 0.5f));
+      b.Node("Conv", {"x", "w"}, {"c"});
+      b.Node("GlobalAveragePool", {"c"}, {"y"});
+      b.Output("y");
+      std::vector<Tensor> outs;
+      for (int threads : {1, 2}) {
+        auto report = ExpectMatchesReference(b, 1e-4, 1e-6, threads);
+        for (const auto& r : report) {
+          if (r.op_type == "GlobalAveragePool") {
+            EXPECT_EQ(r.provider, "cpu");
+          }
+        }
+        SessionOptions o;
+        o.threads = threads;
+        auto s = Session::Create(b.model(), o);
+        ASSERT_TRUE(s.ok());
+        auto out = (*s)->Run(b.feeds());
+        ASSERT_TRUE(out.ok());
+        outs.push_back((*out)[0].tensor());
+      }
+      ASSERT_EQ(outs[0].nbytes(), outs[1].nbytes());
+      EXPECT_EQ(0, std::memcmp(outs[0].raw(), outs[1].raw(), outs[0].nbytes()));
     }
   }
 }

@@ -314,7 +314,13 @@ void RunWindowPool(OpContext& ctx, NodeSlot& slot) {
 
 struct GapState : KernelState {
   Layout in_layout = Layout::kPlain;
+  std::vector<float> partial;  // NHWC: per pixel chunk channel sums
 };
+
+// NHWC images are summed in chunks of this many pixels (each chunk's channel sums, then the
+// chunks in order): a fixed split, so the sums do not depend on the thread count, and large
+// images (EfficientNet's 112x112 SE pools) run on every thread.
+constexpr int64_t kGapPixelChunk = 512;
 
 Status PrepareGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
   if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() != DType::kFloat ||
@@ -379,9 +385,30 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
     return;
   }
   if (in == Layout::kNhwc) {
+    const int64_t chunks = (hw + kGapPixelChunk - 1) / kGapPixelChunk;
+    if (chunks <= 1) {
+      for (int64_t b = 0; b < n; ++b) {
+        float* db = d + b * c;
+        SumPixelsNhwc(s + b * hw * c, hw, c, db);
+        for (int64_t ch = 0; ch < c; ++ch) db[ch] *= inv;
+      }
+      return;
+    }
+    std::vector<float>& part = static_cast<GapState*>(slot.state.get())->partial;
+    part.resize(static_cast<size_t>(n * chunks * c));
+    ParallelRange(n * chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t img = i / chunks, p0 = (i % chunks) * kGapPixelChunk;
+        SumPixelsNhwc(s + (img * hw + p0) * c, std::min(kGapPixelChunk, hw - p0), c,
+                      part.data() + i * c);
+      }
+    });
     for (int64_t b = 0; b < n; ++b) {
       float* db = d + b * c;
-      SumPixelsNhwc(s + b * hw * c, hw, c, db);
+      const float* pb = part.data() + b * chunks * c;
+      for (int64_t ch = 0; ch < c; ++ch) db[ch] = pb[ch];
+      for (int64_t k = 1; k < chunks; ++k)
+        for (int64_t ch = 0; ch < c; ++ch) db[ch] += pb[k * c + ch];
       for (int64_t ch = 0; ch < c; ++ch) db[ch] *= inv;
     }
     return;
