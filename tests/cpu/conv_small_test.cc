@@ -2,45 +2,17 @@
 // 3x3 on 7x7; around 2^18 multiply-adds, where matmul switches to one thread) and larger ones,
 // chained: at two threads against the reference kernels, and bit for bit against the cpu
 // provider at one thread (results must not depend on the thread count).
-#include <cmath>
-#include <random>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
-#include "graph_builders.h"
-#include "ir/graph.h"
-#include "runtime/session.h"
+#include "cpu/cpu_harness.h"
 
 namespace ferry {
 namespace {
 
-using runtime::Session;
-using runtime::SessionOptions;
-using testing::MakeNode;
-
-Tensor Rand(const Shape& shape, std::mt19937& gen) {
-  Tensor t(DType::kFloat, shape);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  for (auto& x : t.span<float>()) x = d(gen);
-  return t;
-}
-
-ir::Attribute Ints(const std::string& name, std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::AttrType::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-ir::Attribute Int(const std::string& name, int64_t v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::AttrType::kInt;
-  a.i = v;
-  return a;
-}
+using namespace cpu_test;
 
 struct ConvSpec {
   int64_t c_out, k, group, stride;
@@ -65,61 +37,33 @@ TEST(CpuConvSmall, SerialAndParallelSizesMatchReferenceAndOneThread) {
   int case_index = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE("case " + std::to_string(case_index++));
-    std::mt19937 gen(seed++);
-    auto m = std::make_shared<ir::Model>();
-    m->ir_version = 8;
-    m->opset_imports.push_back({"", 17});
-    m->graph.inputs.push_back({"x", {}, ""});
+    GraphBuilder b;
+    b.Opset(17);
+    b.Input("x", Rand(c.x, seed++));
     std::string prev = "x";
     int64_t c_in = c.x[1];
     for (size_t i = 0; i < c.convs.size(); ++i) {
       const ConvSpec& s = c.convs[i];
       const std::string id = std::to_string(i);
-      m->graph.initializers.push_back(
-          {"w" + id, Rand({s.c_out, c_in / s.group, s.k, s.k}, gen), ""});
-      m->graph.initializers.push_back({"b" + id, Rand({s.c_out}, gen), ""});
-      ir::Node conv = MakeNode("Conv", {prev, "w" + id, "b" + id}, {"conv" + id});
+      b.Const("w" + id, Rand({s.c_out, c_in / s.group, s.k, s.k}, seed++));
+      b.Const("b" + id, Rand({s.c_out}, seed++));
+      ir::Node& conv = b.Node("Conv", {prev, "w" + id, "b" + id}, {"conv" + id});
       const int64_t p = s.k / 2;
-      conv.attributes.push_back(Ints("pads", {p, p, p, p}));
-      conv.attributes.push_back(Ints("strides", {s.stride, s.stride}));
-      conv.attributes.push_back(Int("group", s.group));
-      m->graph.nodes.push_back(std::move(conv));
-      m->graph.nodes.push_back(MakeNode("Relu", {"conv" + id}, {"relu" + id}));
+      SetInts(conv, "pads", {p, p, p, p});
+      SetInts(conv, "strides", {s.stride, s.stride});
+      SetInt(conv, "group", s.group);
+      b.Node("Relu", {"conv" + id}, {"relu" + id});
       prev = "relu" + id;
       c_in = s.c_out;
     }
-    m->graph.outputs.push_back({prev, {}, ""});
-    std::vector<std::pair<std::string, Value>> feeds;
-    feeds.emplace_back("x", Value(Rand(c.x, gen)));
-    SessionOptions ro;
-    ro.provider = "reference";
-    ro.threads = 2;
-    auto ref = Session::Create(m, ro);
-    auto one = Session::Create(m, {.threads = 1});
-    auto two = Session::Create(m, {.threads = 2});
-    ASSERT_TRUE(ref.ok() && one.ok() && two.ok());
-    auto want = (*ref)->Run(feeds);
-    auto single = (*one)->Run(feeds);
-    ASSERT_TRUE(want.ok() && single.ok());
-    const Tensor& w = (*want)[0].tensor();
-    const Tensor& s1 = (*single)[0].tensor();
-    for (int round = 0; round < 2; ++round) {
-      auto got = (*two)->Run(feeds);
-      ASSERT_TRUE(got.ok()) << got.status().message();
-      const Tensor& g = (*got)[0].tensor();
-      ASSERT_EQ(g.shape(), w.shape());
-      ASSERT_EQ(g.shape(), s1.shape());
-      for (int64_t i = 0; i < g.size(); ++i) {
-        ASSERT_NEAR(g.GetAsDouble(i), w.GetAsDouble(i), 1e-4 + 1e-4 * std::fabs(w.GetAsDouble(i)))
-            << "element " << i << " round " << round;
-        ASSERT_EQ(g.GetAsDouble(i), s1.GetAsDouble(i)) << "element " << i << " round " << round;
-      }
-    }
-    for (const auto& r : (*two)->node_report()) {
+    b.Output(prev);
+    auto report = ExpectMatchesReference(b, 1e-4, 1e-4, 2);
+    for (const auto& r : report) {
       if (r.op_type == "Conv") {
         EXPECT_EQ(r.provider, "cpu") << r.name;
       }
     }
+    ExpectSameBitsAtOneAndTwoThreads(b);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -156,6 +157,28 @@ inline std::vector<runtime::NodeReport> ExpectMatchesReference(GraphBuilder& b, 
     }
   }
   return (*cpu)->node_report();
+}
+
+// Runs the model on the cpu provider at 1 and at 2 threads and checks that every output has the
+// same bits (results must not depend on the thread count).
+inline void ExpectSameBitsAtOneAndTwoThreads(GraphBuilder& b) {
+  std::vector<std::vector<Value>> outs;
+  for (int threads : {1, 2}) {
+    SessionOptions o;
+    o.threads = threads;
+    auto s = Session::Create(b.model(), o);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto out = (*s)->Run(b.feeds());
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    outs.push_back(std::move(out).value());
+  }
+  ASSERT_EQ(outs[0].size(), outs[1].size());
+  for (size_t k = 0; k < outs[0].size(); ++k) {
+    const Tensor& a = outs[0][k].tensor();
+    const Tensor& c = outs[1][k].tensor();
+    ASSERT_EQ(a.shape(), c.shape()) << "output " << k;
+    EXPECT_EQ(0, std::memcmp(a.raw(), c.raw(), a.nbytes())) << "output " << k;
+  }
 }
 
 }  // namespace ferry::cpu_test
