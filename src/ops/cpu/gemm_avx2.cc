@@ -229,6 +229,24 @@ void PackedB::Pack(const float* b, int64_t k, int64_t n, bool trans) {
     }
 }
 
+namespace {
+
+// Runs part(0) .. part(nt - 1), on nt OpenMP threads when nt > 1 (each part a fixed, contiguous
+// piece of the work: the results do not depend on which thread runs it).
+template <typename F>
+void RunParts(int nt, F&& part) {
+#ifdef _OPENMP
+  if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+    for (int id = omp_get_thread_num(); id < nt; id += omp_get_num_threads()) part(id);
+    return;
+  }
+#endif
+  for (int id = 0; id < nt; ++id) part(id);
+}
+
+}  // namespace
+
 void PackedGemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float* y,
                 const GemmEpilogue& e, int threads) {
   const int64_t panels = (b.n() + kNr - 1) / kNr, tiles = (m + kMr - 1) / kMr;
@@ -244,16 +262,7 @@ void PackedGemm(const float* a, int64_t m, int64_t lda, const PackedB& b, float*
     else
       Block(a, m, lda, b, y, e, 0, panels, lo, hi);
   };
-#ifdef _OPENMP
-  if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-    for (int id = omp_get_thread_num(); id < nt; id += omp_get_num_threads()) part(id);
-  } else {
-    part(0);
-  }
-#else
-  for (int id = 0; id < nt; ++id) part(id);
-#endif
+  RunParts(nt, part);
   g_runs.fetch_add(1);
 }
 
@@ -386,15 +395,7 @@ void GemvTransB(const float* a, int64_t m, int64_t lda, const float* b, int64_t 
       }
   };
   const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n / 64)));
-#ifdef _OPENMP
-  if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-    for (int id = omp_get_thread_num(); id < nt; id += omp_get_num_threads())
-      range(n * id / nt, n * (id + 1) / nt);
-    return;
-  }
-#endif
-  range(0, n);
+  RunParts(nt, [&](int id) { range(n * id / nt, n * (id + 1) / nt); });
 }
 
 void SetPackedGemmOverride(int v) {

@@ -379,8 +379,8 @@ Status PrepareGemm(OpContext& ctx, NodeSlot& slot) {
     }
     const bool gelu = fresh->fused && slot.fusion.act == Fusion::Act::kGelu;
     if (UseGemv(slot, m, k, n, ta, tb, gelu)) {
+      fresh->gemv = true;
       InstallOwn(slot, std::move(fresh), m, k, tb);
-      static_cast<MatMulState*>(slot.state.get())->gemv = true;
       return DeclareOutput(ctx, slot);
     }
     if (!ta && UseOwnGemm(slot, m * k * n)) {
