@@ -666,60 +666,56 @@ void PutMessage(std::string* out, uint64_t number, const std::string& body) {
   *out += body;
 }
 
-// TensorProto: raw_data (field 9) payloads of kLargeRaw bytes or more are left out (an empty
-// raw_data written instead) and recorded.
-bool SplitTensor(const uint8_t* b, const uint8_t* e, const uint8_t* file, int index,
-                 std::string* out, std::vector<LargeRaw>* large) {
+// Copies the message [b, e) to `out` field by field. A length-delimited field numbered `number`
+// goes to `edit(field, out)` instead, which writes what replaces it and returns false to give up
+// (or, with `copy` left true, has the field copied as it is). False when the walk meets
+// something it does not expect.
+template <typename Edit>
+bool RewriteField(const uint8_t* b, const uint8_t* e, uint64_t number, std::string* out,
+                  Edit&& edit) {
   for (const uint8_t* p = b; p < e;) {
     const uint8_t* start = p;
     WireField f;
     if (!NextField(p, e, &f)) return false;
-    if (f.number == 9 && f.type == 2 && f.length >= kLargeRaw) {
-      PutMessage(out, 9, std::string());
-      large->push_back({index, static_cast<uint64_t>(f.payload - file), f.length});
-    } else {
-      out->append(reinterpret_cast<const char*>(start), static_cast<size_t>(p - start));
-    }
+    bool copy = true;
+    if (f.number == number && f.type == 2 && !edit(f, out, &copy)) return false;
+    if (copy) out->append(reinterpret_cast<const char*>(start), static_cast<size_t>(p - start));
   }
   return true;
 }
 
-bool SplitGraph(const uint8_t* b, const uint8_t* e, const uint8_t* file, std::string* out,
-                std::vector<LargeRaw>* large) {
-  int index = 0;
-  for (const uint8_t* p = b; p < e;) {
-    const uint8_t* start = p;
-    WireField f;
-    if (!NextField(p, e, &f)) return false;
-    if (f.number == 5 && f.type == 2) {  // initializer
-      std::string t;
-      if (!SplitTensor(f.payload, f.payload + f.length, file, index++, &t, large)) return false;
-      PutMessage(out, 5, t);
-    } else {
-      out->append(reinterpret_cast<const char*>(start), static_cast<size_t>(p - start));
-    }
-  }
-  return true;
+// A nested message field: its payload rewritten by `body`, written back with its new length.
+template <typename Body>
+auto Nested(uint64_t number, Body&& body) {
+  return [number, body](const WireField& f, std::string* out, bool* copy) {
+    std::string inner;
+    if (!body(f.payload, f.payload + f.length, &inner)) return false;
+    PutMessage(out, number, inner);
+    *copy = false;
+    return true;
+  };
 }
 
-// The ModelProto in [file, file + size) without its initializers' large raw_data payloads;
-// false when the walk meets something it does not expect.
+// The ModelProto in [file, file + size) without its initializers' (ModelProto.graph 7 ->
+// GraphProto.initializer 5 -> TensorProto.raw_data 9) raw_data payloads of kLargeRaw bytes or
+// more: an empty raw_data written instead, the payload recorded in `large`.
 bool SplitLargeRawData(const uint8_t* file, size_t size, std::string* out,
                        std::vector<LargeRaw>* large) {
-  const uint8_t* e = file + size;
-  for (const uint8_t* p = file; p < e;) {
-    const uint8_t* start = p;
-    WireField f;
-    if (!NextField(p, e, &f)) return false;
-    if (f.number == 7 && f.type == 2) {  // graph
-      std::string g;
-      if (!SplitGraph(f.payload, f.payload + f.length, file, &g, large)) return false;
-      PutMessage(out, 7, g);
-    } else {
-      out->append(reinterpret_cast<const char*>(start), static_cast<size_t>(p - start));
-    }
-  }
-  return true;
+  int index = 0;  // of the initializer being walked
+  auto tensor = [&](const uint8_t* b, const uint8_t* e, std::string* o) {
+    const int self = index++;
+    return RewriteField(b, e, 9, o, [&](const WireField& f, std::string* to, bool* copy) {
+      if (f.length < kLargeRaw) return true;
+      PutMessage(to, 9, std::string());
+      large->push_back({self, static_cast<uint64_t>(f.payload - file), f.length});
+      *copy = false;
+      return true;
+    });
+  };
+  auto graph = [&](const uint8_t* b, const uint8_t* e, std::string* o) {
+    return RewriteField(b, e, 5, o, Nested(5, tensor));
+  };
+  return RewriteField(file, file + size, 7, out, Nested(7, graph));
 }
 
 thread_local int t_large_raw_read = 0;
