@@ -323,27 +323,25 @@ struct PathGuard {
   }
 };
 
-// The portable scalar loops (used where the CPU lacks AVX2+FMA) against the reference.
-TEST(CpuRnn, ScalarLoopsMatchReference) {
-  PathGuard guard(2);
-  uint32_t seed = 3800;
+// Every `step`-th GRU and LSTM case on the forced path (PathGuard) against the reference.
+void PathMatchesReference(int path, uint32_t seed, size_t step) {
+  PathGuard guard(path);
   for (bool lstm : {false, true}) {
     std::vector<RnnCase> cases = Cases(lstm);
-    for (size_t i = 0; i < cases.size(); i += 3)
+    for (size_t i = 0; i < cases.size(); i += step)
       EXPECT_EQ(ExpectMatches(cases[i], seed++, 1), "cpu");
   }
+}
+
+// The portable scalar loops (used where the CPU lacks AVX2+FMA) against the reference.
+TEST(CpuRnn, ScalarLoopsMatchReference) {
+  PathMatchesReference(2, 3800, 3);
 }
 
 // The AVX2 loops (used where the CPU has AVX2+FMA but not AVX-512F; the default path on such a
 // machine) against the reference. Where AVX-512 is absent this repeats the default path.
 TEST(CpuRnn, Avx2LoopsMatchReference) {
-  PathGuard guard(1);
-  uint32_t seed = 3900;
-  for (bool lstm : {false, true}) {
-    std::vector<RnnCase> cases = Cases(lstm);
-    for (size_t i = 0; i < cases.size(); i += 2)
-      EXPECT_EQ(ExpectMatches(cases[i], seed++, 1), "cpu");
-  }
+  PathMatchesReference(1, 3900, 2);
 }
 
 // Shapes around the AVX-512 path's blocking (16 hidden units a panel, row tiles of at most 8 or
