@@ -181,6 +181,97 @@ TEST_F(ConvGemmTest, FusedSiluMatchesReference) {
   }
 }
 
+// 1x1 stride-1 convolutions on small images (PointwiseGemm): A read from the NHWC pixel rows in
+// place, output channels around the 64-column panels (64, 256 + 14 with a short last panel),
+// batch 2 and 3, fused residual Add, Relu / Clip / SiLU / HardSwish, 1 and 2 threads. The conv's
+// input, residual and reader are oneDNN 1x1 convs (5 input channels, 8 output channels: not
+// taken by the rule), so everything around it is NHWC; the rule must have picked the own GEMM
+// (runs counted). A plain input (the graph input itself) stays on oneDNN.
+TEST_F(ConvGemmTest, PointwiseMatchesReference) {
+  struct Pw {
+    int64_t n, c, hw, k;
+    const char* act;  // "", Relu, Clip, Silu, HardSwish
+    bool residual, nhwc_in;
+  };
+  const Pw cases[] = {
+      {1, 64, 7, 64, "", false, true},          {2, 127, 3, 270, "Relu", false, true},
+      {1, 192, 7, 1152, "Silu", false, true},   {1, 1152, 7, 192, "", true, true},
+      {1, 96, 9, 320, "HardSwish", true, true}, {3, 65, 1, 128, "Clip", false, true},
+      {1, 300, 5, 256, "Silu", true, true},     {1, 192, 7, 256, "Relu", true, false},
+  };
+  uint32_t seed = 7000;
+  for (const Pw& pc : cases) {
+    const int threads = static_cast<int>(&pc - cases) % 2 + 1;
+    SCOPED_TRACE(::testing::Message()
+                 << "n=" << pc.n << " c=" << pc.c << " hw=" << pc.hw << " k=" << pc.k
+                 << " act=" << pc.act << " res=" << pc.residual << " nhwc_in=" << pc.nhwc_in);
+    Model md;
+    const int64_t c0 = pc.nhwc_in ? 5 : pc.c;
+    md.Input("x", Rand({pc.n, c0, pc.hw, pc.hw}, seed++));
+    std::string in = "x";
+    if (pc.nhwc_in) {
+      md.Const("w0", Rand({pc.c, c0, 1, 1}, seed++));
+      md.Node("Conv", {"x", "w0"}, {"x0"});
+      in = "x0";
+    }
+    md.Const("w", Rand({pc.k, pc.c, 1, 1}, seed++, -0.2f, 0.2f));
+    md.Const("b", Rand({pc.k}, seed++));
+    md.Node("Conv", {in, "w", "b"}, {"c"});
+    std::string y = "c";
+    if (pc.residual) {
+      md.Input("r", Rand({pc.n, 5, pc.hw, pc.hw}, seed++));
+      md.Const("wr", Rand({pc.k, 5, 1, 1}, seed++));
+      md.Node("Conv", {"r", "wr"}, {"rr"});
+      md.Node("Add", {y, "rr"}, {"s"});
+      y = "s";
+    }
+    const std::string act = pc.act;
+    if (act == "Relu" || act == "HardSwish") {
+      md.Node(act, {y}, {"a"});
+      y = "a";
+    } else if (act == "Clip") {
+      md.Const("lo", Tensor::FromVector<float>({-0.5f}, {}));
+      md.Const("hi", Tensor::FromVector<float>({0.75f}, {}));
+      md.Node("Clip", {y, "lo", "hi"}, {"a"});
+      y = "a";
+    } else if (act == "Silu") {
+      md.Node("Sigmoid", {y}, {"g"});
+      md.Node("Mul", {y, "g"}, {"a"});
+      y = "a";
+    }
+    md.Const("wy", Rand({8, pc.k, 1, 1}, seed++, -0.1f, 0.1f));
+    md.Node("Conv", {y, "wy"}, {"y"});
+    md.m->graph.outputs.push_back({"y", {}, ""});
+    uint64_t runs = 0;
+    EXPECT_LE(Compare(md, threads, &runs), kTol);
+    EXPECT_EQ(runs, pc.nhwc_in ? 2u : 0u);
+  }
+}
+
+// The pointwise rule: small images with many channels only; 14x14 and few channels stay on
+// oneDNN, as does every shape without the AVX-512 kernels.
+TEST(ConvGemmRule, PicksGemmForSmallPointwiseConvs) {
+  ops::cpu::WinogradShape s;
+  s.n = 1;
+  s.r = 1;
+  s.c = 192;
+  s.k = 1152;
+  s.h = s.w = s.oh = s.ow = 7;
+  EXPECT_EQ(ops::cpu::PointwiseGemm(s), ops::cpu::ConvGemmSupported());
+  s.h = s.w = s.oh = s.ow = 14;
+  EXPECT_FALSE(ops::cpu::PointwiseGemm(s));
+  s.h = s.w = s.oh = s.ow = 7;
+  s.k = 80;  // 48 of 128 panel columns wasted
+  EXPECT_FALSE(ops::cpu::PointwiseGemm(s));
+  s.k = 1152;
+  s.c = 32;
+  EXPECT_FALSE(ops::cpu::PointwiseGemm(s));
+  s.c = 192;
+  ops::cpu::SetWinogradAvx512(0);
+  EXPECT_FALSE(ops::cpu::PointwiseGemm(s));
+  ops::cpu::SetWinogradAvx512(-1);
+}
+
 // Inputs produced by oneDNN convolutions (in its layout on this CPU), channel counts that are
 // and are not multiples of 8 and 16.
 TEST_F(ConvGemmTest, ReadsOneDnnOutputs) {

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/vec.h"
 
 #define FERRY_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
@@ -36,8 +37,8 @@ size_t Align64(size_t b) {
 // registers and GCC spills). While B streams from L1, a line of a later chunk is prefetched into
 // L2 every `every` steps (npf lines from pf).
 template <int R>
-FERRY_AVX512 void Tile(const float* a, const float* b, int64_t n, float* c, const char* pf,
-                       int64_t npf, int64_t every) {
+FERRY_AVX512 void Tile(const float* a, int64_t rs, int64_t is, const float* b, int64_t n, float* c,
+                       const char* pf, int64_t npf, int64_t every) {
   __m512 acc[R][4];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -48,7 +49,7 @@ FERRY_AVX512 void Tile(const float* a, const float* b, int64_t n, float* c, cons
                  w2 = _mm512_loadu_ps(b + 32), w3 = _mm512_loadu_ps(b + 48);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 v = _mm512_set1_ps(a[r]);
+      const __m512 v = _mm512_set1_ps(a[r * rs]);
       acc[r][0] = _mm512_fmadd_ps(v, w0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(v, w1, acc[r][1]);
       acc[r][2] = _mm512_fmadd_ps(v, w2, acc[r][2]);
@@ -56,7 +57,7 @@ FERRY_AVX512 void Tile(const float* a, const float* b, int64_t n, float* c, cons
     }
     if (i % every == 0 && i / every < npf) _mm_prefetch(pf + i / every * kLine, _MM_HINT_T1);
     b += kCols;
-    a += R;
+    a += is;
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -64,26 +65,26 @@ FERRY_AVX512 void Tile(const float* a, const float* b, int64_t n, float* c, cons
     for (int p = 0; p < 4; ++p) _mm512_storeu_ps(c + r * kCols + p * 16, acc[r][p]);
 }
 
-FERRY_AVX512 void TileRows(int64_t rows, const float* a, const float* b, int64_t n, float* c,
-                           const char* pf, int64_t npf, int64_t every) {
+FERRY_AVX512 void TileRows(int64_t rows, const float* a, int64_t rs, int64_t is, const float* b,
+                           int64_t n, float* c, const char* pf, int64_t npf, int64_t every) {
   switch (rows) {
     case 6:
-      Tile<6>(a, b, n, c, pf, npf, every);
+      Tile<6>(a, rs, is, b, n, c, pf, npf, every);
       break;
     case 5:
-      Tile<5>(a, b, n, c, pf, npf, every);
+      Tile<5>(a, rs, is, b, n, c, pf, npf, every);
       break;
     case 4:
-      Tile<4>(a, b, n, c, pf, npf, every);
+      Tile<4>(a, rs, is, b, n, c, pf, npf, every);
       break;
     case 3:
-      Tile<3>(a, b, n, c, pf, npf, every);
+      Tile<3>(a, rs, is, b, n, c, pf, npf, every);
       break;
     case 2:
-      Tile<2>(a, b, n, c, pf, npf, every);
+      Tile<2>(a, rs, is, b, n, c, pf, npf, every);
       break;
     case 1:
-      Tile<1>(a, b, n, c, pf, npf, every);
+      Tile<1>(a, rs, is, b, n, c, pf, npf, every);
       break;
     default:
       break;
@@ -101,6 +102,7 @@ struct Args {
   float* y;
   Layout out, res_layout;
   float lo, hi;
+  VecOps::UnaryRow act;  // SiLU / HardSwish over each stored row, or null
 };
 
 // Packs pixel blocks [b0, b1) of A from the NHWC input: block [p0, p0 + R) at a + p0 * kk,
@@ -113,8 +115,8 @@ void PackA(const Args& g, float* a, int64_t b0, int64_t b1) {
     float* base = a + p0 * g.kk;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t p = p0 + r, n = p / hw, oy = p % hw / s.ow, ox = p % s.ow;
-      for (int64_t t = 0; t < 9; ++t) {
-        const int64_t iy = oy + t / 3 - s.pad_t, ix = ox + t % 3 - s.pad_l;
+      for (int64_t t = 0; t < s.r * s.r; ++t) {
+        const int64_t iy = oy + t / s.r - s.pad_t, ix = ox + t % s.r - s.pad_l;
         float* dst = base + t * C * rows + r;
         if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) {
           for (int64_t c = 0; c < C; ++c) dst[c * rows] = 0.f;
@@ -147,6 +149,7 @@ FERRY_AVX512 void Epilogue(const Args& g, int64_t np) {
         v = _mm512_maskz_min_ps(0xffff, hi, _mm512_maskz_max_ps(0xffff, lo, v));
         _mm512_mask_storeu_ps(yp + j, mk, v);
       }
+      if (g.act) g.act(yp, yp, cols, 0.f, 0.f);  // while the row is in L1
     }
     return;
   }
@@ -158,6 +161,7 @@ FERRY_AVX512 void Epilogue(const Args& g, int64_t np) {
       float v = cp[p * kCols + j];
       if (g.res) v += g.res[LayoutIndex(g.res_layout, s.k, s.oh, s.ow, n, k, oy, ox)];
       if (!std::isnan(v)) v = std::min(g.hi, std::max(g.lo, v));
+      if (g.act) g.act(&v, &v, 1, 0.f, 0.f);
       g.y[LayoutIndex(g.out, s.k, s.oh, s.ow, n, k, oy, ox)] = v;
     }
   }
@@ -187,8 +191,13 @@ FERRY_AVX512 void Panel(const Args& g, const float* a, int64_t np) {
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t p0 = blk * kRows, rows = std::min(kRows, g.m - p0);
       const int64_t npf = std::clamp<int64_t>(lines - blk * per, 0, per);
-      TileRows(rows, a + p0 * g.kk + k0 * rows, bp, n, cp + p0 * kCols,
-               npf > 0 ? next + blk * per * kLine : nullptr, npf, every);
+      // A packed per block ([kk][rows]), or (1x1) the NHWC input's pixel rows themselves.
+      if (g.s->r == 1)
+        TileRows(rows, g.xs + p0 * g.kk + k0, g.kk, 1, bp, n, cp + p0 * kCols,
+                 npf > 0 ? next + blk * per * kLine : nullptr, npf, every);
+      else
+        TileRows(rows, a + p0 * g.kk + k0 * rows, 1, rows, bp, n, cp + p0 * kCols,
+                 npf > 0 ? next + blk * per * kLine : nullptr, npf, every);
     }
   }
   Epilogue(g, np);
@@ -200,6 +209,17 @@ bool ConvGemmSupported() {
   return WinogradAvx512();
 }
 
+bool PointwiseGemm(const WinogradShape& s) {
+  static const int forced = [] {
+    const char* e = std::getenv("FERRY_CONV1X1");
+    if (!e) return -1;
+    return std::strcmp(e, "gemm") == 0 ? 1 : std::strcmp(e, "onednn") == 0 ? 0 : -1;
+  }();
+  if (!ConvGemmSupported()) return false;
+  if (forced >= 0) return forced == 1;
+  return s.oh * s.ow < 100 && s.c >= 64 && (s.k % 64 == 0 || s.k >= 256);
+}
+
 uint64_t ConvGemmRuns() {
   return g_runs.load();
 }
@@ -207,7 +227,7 @@ uint64_t ConvGemmRuns() {
 ConvGemm::ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, const Fusion& fusion)
     : s_(s), in_(in), out_(out), res_(res), fusion_(fusion) {
   m_ = s.n * s.oh * s.ow;
-  kk_ = 9 * s.c;
+  kk_ = s.r * s.r * s.c;
   panels_ = (s.k + kCols - 1) / kCols;
   b_.assign(static_cast<size_t>(panels_ * kk_ * kCols + 16), 0.f);
   const auto addr = reinterpret_cast<uintptr_t>(b_.data());
@@ -224,7 +244,7 @@ ConvGemm::ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, co
   threads_ = static_cast<int>(
       std::clamp<int64_t>(std::max(omp_get_max_threads(), omp_get_num_procs()), 1, panels_));
 #endif
-  off_a_ = take(sizeof(float) * m_ * kk_ * threads_);
+  off_a_ = take(s.r == 1 ? 0 : sizeof(float) * m_ * kk_ * threads_);
   off_c_ = take(sizeof(float) * panels_ * m_ * kCols);
   off_r_ = take(fusion_.sum && res_ != out_ ? sizeof(float) * s.n * s.k * s.oh * s.ow : 0);
   off_bias_ = take(sizeof(float) * panels_ * kCols);
@@ -233,15 +253,15 @@ ConvGemm::ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, co
 
 void ConvGemm::PackWeights(const float* w) {
   float* b = b_.data() + b_off_;
-  const int64_t C = s_.c, K = s_.k, kk = kk_;
+  const int64_t C = s_.c, K = s_.k, kk = kk_, taps = s_.r * s_.r;
   ParallelRange(panels_ * C, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t np = item / C, c = item % C;
-      for (int64_t t = 0; t < 9; ++t) {
+      for (int64_t t = 0; t < taps; ++t) {
         float* dst = b + (np * kk + t * C + c) * kCols;
         for (int64_t j = 0; j < kCols; ++j) {
           const int64_t k = np * kCols + j;
-          dst[j] = k < K ? w[(k * C + c) * 9 + t] : 0.f;
+          dst[j] = k < K ? w[(k * C + c) * taps + t] : 0.f;
         }
       }
     }
@@ -296,6 +316,9 @@ void ConvGemm::Run(const float* x, const float* bias, const float* res, float* y
     }
   }
   std::tie(g.lo, g.hi) = fusion_.bounds();
+  g.act = fusion_.act == Fusion::Act::kSwish       ? Vec().unary[static_cast<int>(UnOp::kSilu)]
+          : fusion_.act == Fusion::Act::kHardSwish ? Vec().unary[static_cast<int>(UnOp::kHardSwish)]
+                                                   : nullptr;
   const int64_t blocks = (m_ + kRows - 1) / kRows;
 #ifdef _OPENMP
   const int threads = std::min(omp_get_max_threads(), threads_);
@@ -306,14 +329,14 @@ void ConvGemm::Run(const float* x, const float* bias, const float* res, float* y
 #pragma omp parallel num_threads(threads)
     {
       float* mine = a + static_cast<size_t>(omp_get_thread_num()) * m_ * kk_;
-      PackA(g, mine, 0, blocks);
+      if (s.r != 1) PackA(g, mine, 0, blocks);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t np = 0; np < panels_; ++np) Panel(g, mine, np);
     }
     return;
   }
 #endif
-  PackA(g, a, 0, blocks);
+  if (s.r != 1) PackA(g, a, 0, blocks);
   for (int64_t np = 0; np < panels_; ++np) Panel(g, a, np);
 }
 

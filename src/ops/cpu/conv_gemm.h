@@ -2,7 +2,8 @@
 // GEMM over all output pixels (im2col), own AVX-512 kernel, for small images with many channels
 // (ResNet-18's layer4, 7x7 x 512 -> 512), where each weight is used by only ~49 pixels and the
 // speed depends on streaming the weights from L3 while the FMA units stay busy. conv.cc picks it
-// per shape (ChooseConvAlgo, ConvAlgo::kGemm).
+// per shape (ChooseConvAlgo, ConvAlgo::kGemm). 1x1 stride-1 unpadded convolutions (s.r == 1) too
+// (PointwiseGemm): the GEMM depth is C and A is the NHWC input itself, read in place.
 //
 // Y[pixel][k] = sum_{tap, c} A[pixel][tap * C + c] * B[tap * C + c][k] (+ bias, residual, Relu /
 // Clip):
@@ -33,13 +34,17 @@ namespace ferry::ops::cpu {
 // The CPU has AVX-512F and the AVX-512 kernels are allowed (WinogradAvx512(): not forced off by
 // FERRY_WINOGRAD_ISA=avx2 / SetWinogradAvx512(0)).
 bool ConvGemmSupported();
+// A 1x1, stride-1, unpadded convolution of this shape (s.r == 1) runs as ConvGemm: small images
+// with many channels, where oneDNN streams the weights from L3 without prefetching. The
+// environment variable FERRY_CONV1X1 (gemm: every such conv, onednn: none) overrides the rule.
+bool PointwiseGemm(const WinogradShape& s);
 // Number of ConvGemm runs in this process (tests check the path was taken).
 uint64_t ConvGemmRuns();
 
 class ConvGemm {
  public:
   // `in`, `out`, `res`: layouts of the input, output and residual (Fusion::sum). fusion.act:
-  // kNone, kRelu or kClip (conv.cc applies the others after Run).
+  // kNone, kRelu, kClip, kSwish or kHardSwish (not kGelu).
   ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, const Fusion& fusion);
   // w: [K][C][3][3] float32 (row-major).
   void PackWeights(const float* w);

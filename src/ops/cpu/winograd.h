@@ -64,6 +64,7 @@ struct WinogradShape {
   int64_t k = 0;                       // output channels
   int64_t oh = 0, ow = 0;              // output spatial size
   int64_t pad_t = 0, pad_l = 0;        // leading pads (the trailing ones follow from oh, ow)
+  int64_t r = 3;                       // kernel size r x r (Winograd: 3; ConvGemm: 1 or 3)
 };
 
 // The algorithm for a 3x3 stride-1 group-1 convolution of this shape, by measurement
