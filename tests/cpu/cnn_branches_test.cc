@@ -4,7 +4,8 @@
 //  * PadAvgPool: torch's avg_pool2d(padding=p) exported as a zero Pad and an AveragePool;
 //  * ConcatBn: DenseNet's Concat -> BatchNormalization -> Relu pre-activation;
 //  * MaxPool on channel vectors (own loops when the layout stays NHWC / blocked): GoogLeNet's
-//    3x3 stride-1 ceil-mode branch pools and the stride-2 ones (AveragePool cases: oneDNN).
+//    3x3 stride-1 ceil-mode branch pools and the stride-2 ones (AveragePool cases: oneDNN);
+//  * ReduceMean / ReduceSum of a conv's output in its layout (MnasNet's x.mean([2, 3])).
 // ctest runs these also with oneDNN capped at AVX2 (8-channel blocked layouts).
 #include <cmath>
 #include <string>
@@ -254,6 +255,52 @@ TEST(CpuCnnBranches, PoolOnChannelVectorsMatchesReference) {
       auto report = ExpectMatchesReference(b);
       EXPECT_EQ(ProviderOf(report, c.avg < 0 ? "MaxPool" : "AveragePool"), "cpu");
     }
+}
+
+// ReduceMean / ReduceSum reading a convolution's output in the convolution's layout: over H and W
+// (torch's x.mean([2, 3]), keepdims 0 and 1: per-channel sums in that layout), and over other
+// axes (a plain copy first); channels 8 / 16 / 13 / 136 (blocked, channels-last, plain), images
+// below and above the 512-pixel chunk, batch 2; the reduction ran on cpu, and the conv kept its
+// layout (when it is not plain the reduce read it so).
+TEST(CpuCnnBranches, ReduceReadsConvLayouts) {
+  uint32_t seed = 1700;
+  struct Rc {
+    const char* op;
+    std::vector<int64_t> axes;
+    int64_t keepdims;
+  };
+  const Rc reds[] = {{"ReduceMean", {2, 3}, 0},
+                     {"ReduceMean", {-2, -1}, 1},
+                     {"ReduceSum", {2, 3}, 0},
+                     {"ReduceMean", {1}, 1},
+                     {"ReduceSum", {1, 2, 3}, 0}};
+  for (int64_t ch : {8, 16, 13, 136}) {
+    for (int64_t hw : {7, 29}) {
+      for (const Rc& rc : reds) {
+        SCOPED_TRACE(std::string(rc.op) + " channels " + std::to_string(ch) + " hw " +
+                     std::to_string(hw) + " axes " + std::to_string(rc.axes.size()));
+        GraphBuilder b;
+        b.Opset(13);
+        b.Input("x", Rand({2, 5, hw, hw}, seed++));
+        b.Const("w", Rand({ch, 5, 1, 1}, seed++, -0.5f, 0.5f));
+        b.Node("Conv", {"x", "w"}, {"c"});
+        b.Node("Relu", {"c"}, {"r"});
+        ir::Node& n = rc.op == std::string("ReduceSum") ? b.Node(rc.op, {"r", "axes"}, {"y"})
+                                                        : b.Node(rc.op, {"r"}, {"y"});
+        if (rc.op == std::string("ReduceSum"))
+          b.Const("axes",
+                  Tensor::FromVector<int64_t>(rc.axes, {static_cast<int64_t>(rc.axes.size())}));
+        else
+          SetInts(n, "axes", rc.axes);
+        SetInt(n, "keepdims", rc.keepdims);
+        b.Output("y");
+        for (int threads : {1, 2}) {
+          auto report = ExpectMatchesReference(b, 1e-5, 1e-6, threads);
+          EXPECT_EQ(ProviderOf(report, rc.op), "cpu");
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "ops/cpu/cpu_kernel.h"
 
@@ -38,6 +39,12 @@ int RnnPathForTesting();
 // Tests only: caps pool.cc's own MaxPool loops at AVX2 (1) or scalar (2); 0: the widest.
 void SetMaxPoolIsaForTesting(int cap);
 
+// pool.cc: d[b * c + ch] = scale * (sum over the hw pixels of image b, channel ch) of a float
+// [n, c, H, W] tensor stored in layout `in` (GlobalAveragePool's loops; NHWC images in fixed
+// pixel chunks on every thread, summed in order: the same bits at any thread count). `partial`
+// is scratch the caller keeps.
+void ChannelSums(const float* s, Layout in, int64_t n, int64_t c, int64_t hw, float scale, float* d,
+                 std::vector<float>& partial);
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
 // returns what it declares for each output (the reference's state is discarded).
 Result<std::vector<OpContext::Declared>> ReferenceDeclare(const OpContext& ctx,

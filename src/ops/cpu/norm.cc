@@ -5,7 +5,9 @@
 // works along one axis. A contiguous row (the last axis, or any legacy split) is the fast path;
 // an inner axis is gathered into a row, computed and scattered back.
 // ReduceMean / ReduceSum: the reduced axes must be one contiguous block (e.g. [-1], [-2,-1] or
-// [1] of [B,S,H]); other reductions decline. keepdims either way.
+// [1] of [B,S,H]); other reductions decline. keepdims either way. A rank-4 input may arrive in a
+// conv's layout (NHWC, channel-blocked): H and W reduced there directly, other axes after a copy
+// to plain.
 // LayerNormalization (opset 17): one normalized row of prod(dims[axis:]); Scale and B of that
 // many elements (or one); the optional Mean / InvStdDev outputs decline.
 // Rows are split over the threads in fixed contiguous blocks when the tensor is large.
@@ -26,6 +28,11 @@ struct RowState : KernelState {
   int64_t outer = 1, n = 1, inner = 1;  // [outer, n, inner]: the op works along n
   float eps = 0;
   bool mean = false;  // ReduceMean (else ReduceSum)
+  // Reduce over H and W of a rank-4 input in a non-plain layout: per-channel sums in that layout
+  // (ChannelSums); any other reduction of such an input reads a plain copy (`plain`).
+  Layout layout = Layout::kPlain;
+  bool spatial = false;
+  std::vector<float> partial, plain;
 };
 
 bool PlainFloat(const OpContext& ctx, const NodeSlot& slot, size_t i) {
@@ -95,7 +102,9 @@ void RunSoftmax(OpContext& ctx, NodeSlot& slot) {
 
 template <bool kMean>
 Status PrepareReduce(OpContext& ctx, NodeSlot& slot) {
-  if (!PlainFloat(ctx, slot, 0) || ctx.input(0).rank() == 0) {
+  const Layout layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() != DType::kFloat ||
+      ctx.input(0).rank() == 0 || (layout != Layout::kPlain && ctx.input(0).rank() != 4)) {
     slot.declined = true;
     return Status::Ok();
   }
@@ -145,17 +154,28 @@ Status PrepareReduce(OpContext& ctx, NodeSlot& slot) {
   st->n = span(first, last);
   st->inner = span(last, s.size());
   st->mean = kMean;
+  st->layout = layout;
+  st->spatial = layout != Layout::kPlain && first == 2 && last == 4;
   slot.out_layouts.assign(1, Layout::kPlain);
   ctx.set_output(0, DType::kFloat, decl[0].shape);
   return Status::Ok();
 }
 
 void RunReduce(OpContext& ctx, NodeSlot& slot) {
-  const auto* st = static_cast<const RowState*>(slot.state.get());
+  auto* st = static_cast<RowState*>(slot.state.get());
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output(0).data<float>();
   const int64_t n = st->n, inner = st->inner;
   const float scale = st->mean ? 1.f / static_cast<float>(n) : 1.f;
+  if (st->spatial) {  // torch's x.mean([2, 3]) (MnasNet) of a conv's NHWC / blocked output
+    ChannelSums(x, st->layout, ctx.input(0).dim(0), ctx.input(0).dim(1), n, scale, y, st->partial);
+    return;
+  }
+  if (st->layout != Layout::kPlain) {
+    st->plain.resize(static_cast<size_t>(ctx.input(0).size()));
+    ConvertLayoutInto(ctx.input(0), st->layout, st->plain.data(), Layout::kPlain);
+    x = st->plain.data();
+  }
   if (inner == 1) {
     const auto sum = Vec().sum;
     ForRows(st->outer, n, [&](int64_t b, int64_t e) {
@@ -555,8 +575,8 @@ constexpr Pattern kPatterns[] = {
 
 constexpr KernelDef kKernels[] = {
     {"", "Softmax", 1, 1000, nullptr, 0, 0, PrepareSoftmax, RunSoftmax},
-    {"", "ReduceMean", 1, 1000, nullptr, 0, 0, PrepareReduce<true>, RunReduce},
-    {"", "ReduceSum", 1, 1000, nullptr, 0, 0, PrepareReduce<false>, RunReduce},
+    {"", "ReduceMean", 1, 1000, nullptr, 0b1, 0, PrepareReduce<true>, RunReduce},
+    {"", "ReduceSum", 1, 1000, nullptr, 0b1, 0, PrepareReduce<false>, RunReduce},
     {"", "LayerNormalization", 17, 1000, nullptr, 0, 0, PrepareLayerNorm, RunLayerNorm},
 };
 

@@ -365,13 +365,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void SumPixelsNhwc(
   for (; ch0 < c; ++ch0) SumChannelsNhwc<1>(s, hw, c, ch0, db);
 }
 
-void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
-  const Tensor& x = ctx.input(0);
-  const int64_t n = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
-  const float* s = x.data<float>();
-  float* d = ctx.output(0).data<float>();
-  const float inv = hw > 0 ? 1.f / static_cast<float>(hw) : 0.f;
-  const Layout in = static_cast<GapState*>(slot.state.get())->in_layout;
+}  // namespace
+
+void ChannelSums(const float* s, Layout in, int64_t n, int64_t c, int64_t hw, float scale, float* d,
+                 std::vector<float>& part) {
   if (in == Layout::kBlocked8 || in == Layout::kBlocked16) {
     // [N,C/b,H,W,b]: each block of b channels sums b-wide vectors over the pixels.
     const int64_t blk = in == Layout::kBlocked8 ? 8 : 16;
@@ -381,7 +378,7 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
       for (int64_t i = b; i < e; ++i) {
         v.sum_lanes(s + i * hw * blk, hw, blk, acc);
         float* di = d + (i / (c / blk)) * c + (i % (c / blk)) * blk;
-        for (int64_t j = 0; j < blk; ++j) di[j] = acc[j] * inv;
+        for (int64_t j = 0; j < blk; ++j) di[j] = acc[j] * scale;
       }
     });
     return;
@@ -392,11 +389,10 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
       for (int64_t b = 0; b < n; ++b) {
         float* db = d + b * c;
         SumPixelsNhwc(s + b * hw * c, hw, c, db);
-        for (int64_t ch = 0; ch < c; ++ch) db[ch] *= inv;
+        for (int64_t ch = 0; ch < c; ++ch) db[ch] *= scale;
       }
       return;
     }
-    std::vector<float>& part = static_cast<GapState*>(slot.state.get())->partial;
     part.resize(static_cast<size_t>(n * chunks * c));
     ParallelRange(n * chunks, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
@@ -411,16 +407,24 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
       for (int64_t ch = 0; ch < c; ++ch) db[ch] = pb[ch];
       for (int64_t k = 1; k < chunks; ++k)
         for (int64_t ch = 0; ch < c; ++ch) db[ch] += pb[k * c + ch];
-      for (int64_t ch = 0; ch < c; ++ch) db[ch] *= inv;
+      for (int64_t ch = 0; ch < c; ++ch) db[ch] *= scale;
     }
     return;
   }
   const VecOps& v = Vec();
   ParallelRange(n * c, 64, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      d[i] = v.sum(s + i * hw, hw) * inv;
-    }
+    for (int64_t i = b; i < e; ++i) d[i] = v.sum(s + i * hw, hw) * scale;
   });
+}
+
+namespace {
+
+void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
+  const Tensor& x = ctx.input(0);
+  const int64_t n = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
+  auto* st = static_cast<GapState*>(slot.state.get());
+  ChannelSums(x.data<float>(), st->in_layout, n, c, hw, hw > 0 ? 1.f / static_cast<float>(hw) : 0.f,
+              ctx.output(0).data<float>(), st->partial);
 }
 
 // ---- PadAvgPool: Pad(constant 0, H and W only) -> AveragePool ----
