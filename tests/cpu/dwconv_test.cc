@@ -1,11 +1,11 @@
 // The own depthwise convolution (ops/cpu/dwconv.cc) against the reference Conv on seeded awkward
 // shapes: channels 1, 3, 13, 16, 17, 33, 144 (around the 16-channel vectors and the 64-channel
 // passes), images from 1x1 to 23x29 (border-only rows and columns, pixel counts around the
-// 8-pixel tile), kernels 3x3, 5x5, 3x5 and 1x1, strides 1 and 2 (also mixed), symmetric,
-// asymmetric, oversized and SAME_UPPER pads, with and without bias, batch 1 and 2, each fused
-// post-op (Relu, Clip, SiLU, HardSwish, residual Add), plain or NHWC input and output (a 1x1
-// conv around it), weights that are not initializers; bit-identical at 1 and 2 threads. Switched
-// off, oneDNN runs instead.
+// 8-pixel tile, rows of several tiles), kernels 3x3, 5x5, 3x5 and 1x1, strides 1 and 2 (also
+// mixed), symmetric, asymmetric, oversized and SAME_UPPER pads, with and without bias, batch 1 and
+// 2, each fused post-op (Relu, Clip, SiLU, HardSwish, residual Add), plain or NHWC input and output
+// (a 1x1 conv around it), weights that are not initializers; bit-identical at 1 and 2 threads.
+// Switched off, oneDNN runs instead.
 #include <string>
 #include <vector>
 
@@ -48,6 +48,11 @@ const Case kCases[] = {
     {1, 13, 5, 19, 5, 5, 2, 2, {0, 0, 0, 0}, true, Post::kClip, true},
     {1, 33, 8, 8, 1, 1, 1, 1, {0, 0, 0, 0}, true, Post::kRelu, true},
     {1, 144, 17, 17, 3, 3, 1, 1, {1, 1, 1, 1}, true, Post::kAdd, true},
+    // Rows with several 8-pixel interior tiles (the register-reuse kernel), masked tails.
+    {1, 33, 5, 40, 3, 3, 1, 1, {1, 1, 1, 1}, true, Post::kAddRelu, true},
+    {1, 17, 6, 37, 5, 5, 2, 2, {2, 2, 2, 2}, false, Post::kSilu, true},
+    {2, 24, 4, 21, 5, 5, 1, 1, {2, 2, 2, 2}, true, Post::kHardSwish, false},
+    {1, 40, 3, 35, 3, 3, 2, 2, {0, 1, 1, 0}, true, Post::kClip, true},
 };
 
 // Adds the case's graph to b; returns the number of depthwise convs in it (1).

@@ -22,8 +22,8 @@ namespace {
 std::atomic<uint64_t> g_runs{0};
 std::atomic<int> g_mode{-1};  // SetDwConvMode
 
-constexpr int kTile = 8;    // output pixels per register tile
-constexpr int kChunk = 64;  // channels per pass over a row
+constexpr int kTile = 8;                 // output pixels per register tile
+constexpr int64_t kWeightBytes = 16384;  // weights per pass over a row (L1-resident)
 
 size_t Align64(size_t b) {
   return (b + 63) / 64 * 64;
@@ -74,22 +74,19 @@ FERRY_AVX512 inline __m512 Swish(__m512 v) {
   return _mm512_mul_ps(v, q);
 }
 
-FERRY_AVX512 inline __m512 Apply(const Post& post, __m512 v) {
-  switch (post.act) {
-    case Act::kSwish:
-      return Swish(v);
-    case Act::kHardSwish: {
-      const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
-      // max/min return their second operand when either is NaN: a NaN v gives g = NaN -> NaN.
-      const __m512 gc = _mm512_maskz_min_ps(0xffff, _mm512_set1_ps(1.f),
-                                            _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), g));
-      return _mm512_mul_ps(v, gc);
-    }
-    case Act::kClamp:
-      break;
+template <Act A>
+FERRY_AVX512 inline __m512 Apply(__m512 v, __m512 lo, __m512 hi) {
+  if constexpr (A == Act::kSwish) {
+    return Swish(v);
+  } else if constexpr (A == Act::kHardSwish) {
+    const __m512 g = _mm512_fmadd_ps(v, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));
+    // max/min return their second operand when either is NaN: a NaN v gives g = NaN -> NaN.
+    const __m512 gc = _mm512_maskz_min_ps(0xffff, _mm512_set1_ps(1.f),
+                                          _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), g));
+    return _mm512_mul_ps(v, gc);
+  } else {
+    return _mm512_maskz_min_ps(0xffff, hi, _mm512_maskz_max_ps(0xffff, lo, v));
   }
-  return _mm512_maskz_min_ps(0xffff, _mm512_set1_ps(post.hi),
-                             _mm512_maskz_max_ps(0xffff, _mm512_set1_ps(post.lo), v));
 }
 
 struct Args {
@@ -103,7 +100,7 @@ struct Args {
   Post post;
 };
 
-// Where a group of output pixels reads: x at the first valid tap (row ky0, column kx0) of the
+// Where a strip of output pixels reads: x at the first valid tap (row ky0, column kx0) of the
 // first pixel, channel 0; w at tap (ky0, kx0); nky x nkx taps; input pixels ps floats apart,
 // rows rs floats apart in x, wr floats apart in w. y / r (residual or null) at the first pixel.
 struct Taps {
@@ -114,22 +111,24 @@ struct Taps {
   const float* r;
 };
 
-// T output pixels x B channel blocks from channel c0 (T * B independent accumulators: few
-// pixels get more blocks, so the chains of FMAs overlap); kMask: B == 1, the last C % 16
-// channels.
-template <int T, int B, bool kMask>
-FERRY_AVX512 void Tile(const Args& g, const Taps& k, int64_t c0) {
+// One tile of T consecutive output pixels x B channel blocks from channel c (T * B independent
+// accumulators: few pixels get more blocks, so the chains of FMAs overlap); kMask: B == 1, the
+// last C % 16 channels (mask m). xt / yt / rt: the tile's first pixel, channel 0.
+template <int T, int B, bool kMask, Act A>
+FERRY_AVX512 inline __attribute__((always_inline)) void Block(const Args& g, const Taps& k,
+                                                              const float* xt, float* yt,
+                                                              const float* rt, int64_t c,
+                                                              __mmask16 m, __m512 lo, __m512 hi) {
   const int64_t C = g.s->c, cp = g.cp;
-  const __mmask16 m = kMask ? static_cast<__mmask16>((1u << (C - c0)) - 1) : 0xffff;
   __m512 acc[T][B];
 #pragma GCC unroll 8
   for (int b = 0; b < B; ++b) {
-    const __m512 bv = _mm512_load_ps(g.bias + c0 + b * 16);
+    const __m512 bv = _mm512_load_ps(g.bias + c + b * 16);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t][b] = bv;
   }
-  const float* xr = k.x + c0;
-  const float* wt = k.w + c0;
+  const float* xr = xt + c;
+  const float* wt = k.w + c;
   for (int64_t ky = 0; ky < k.nky; ++ky, xr += k.rs, wt += k.wr) {
     for (int64_t kx = 0; kx < k.nkx; ++kx) {
       __m512 wv[B];
@@ -146,65 +145,161 @@ FERRY_AVX512 void Tile(const Args& g, const Taps& k, int64_t c0) {
         }
     }
   }
+  if (rt) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) {
+        const float* q = rt + t * C + c + b * 16;
+        acc[t][b] =
+            _mm512_add_ps(acc[t][b], kMask ? _mm512_maskz_loadu_ps(m, q) : _mm512_loadu_ps(q));
+      }
+  }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
 #pragma GCC unroll 8
     for (int b = 0; b < B; ++b) {
-      __m512 v = acc[t][b];
-      const int64_t o = t * C + c0 + b * 16;
-      if (k.r)
-        v = kMask ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, k.r + o))
-                  : _mm512_add_ps(v, _mm512_loadu_ps(k.r + o));
-      v = Apply(g.post, v);
+      const __m512 v = Apply<A>(acc[t][b], lo, hi);
       if (kMask)
-        _mm512_mask_storeu_ps(k.y + o, m, v);
+        _mm512_mask_storeu_ps(yt + t * C + c + b * 16, m, v);
       else
-        _mm512_storeu_ps(k.y + o, v);
+        _mm512_storeu_ps(yt + t * C + c + b * 16, v);
     }
 }
 
-// Channels [c0, c1) of T pixels, kB blocks at a time, then 2, 1, then the masked tail.
-template <int T, int kB>
-FERRY_AVX512 void Group(const Args& g, const Taps& k, int64_t c0, int64_t c1) {
+// `tiles` tiles of T pixels, channels [c0, c1) of each: kB blocks at a time, then 2, 1, then
+// the masked tail. A tile's input is read once from memory, its channels one after the other
+// (sequential lines); the weights come from L1.
+template <int T, int kB, Act A>
+FERRY_AVX512 void Strip(const Args& g, const Taps& k, int64_t tiles, int64_t c0, int64_t c1) {
+  const int64_t C = g.s->c;
   const int64_t full = c0 + (c1 - c0) / 16 * 16;
-  int64_t c = c0;
-  for (; c + kB * 16 <= full; c += kB * 16) Tile<T, kB, false>(g, k, c);
-  if constexpr (kB > 2) {
-    if (c + 32 <= full) {
-      Tile<T, 2, false>(g, k, c);
-      c += 32;
+  const __mmask16 m = static_cast<__mmask16>((1u << ((c1 - full) & 15)) - 1);
+  const __m512 lo = _mm512_set1_ps(g.post.lo), hi = _mm512_set1_ps(g.post.hi);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const float* xt = k.x + tile * T * k.ps;
+    float* yt = k.y + tile * T * C;
+    const float* rt = k.r ? k.r + tile * T * C : nullptr;
+    int64_t c = c0;
+    for (; c + kB * 16 <= full; c += kB * 16)
+      Block<T, kB, false, A>(g, k, xt, yt, rt, c, 0xffff, lo, hi);
+    if constexpr (kB > 2) {
+      if (c + 32 <= full) {
+        Block<T, 2, false, A>(g, k, xt, yt, rt, c, 0xffff, lo, hi);
+        c += 32;
+      }
     }
+    if constexpr (kB > 1) {
+      for (; c < full; c += 16) Block<T, 1, false, A>(g, k, xt, yt, rt, c, 0xffff, lo, hi);
+    }
+    if (full < c1) Block<T, 1, true, A>(g, k, xt, yt, rt, full, m, lo, hi);
   }
-  if constexpr (kB > 1) {
-    for (; c < full; c += 16) Tile<T, 1, false>(g, k, c);
-  }
-  if (full < c1) Tile<T, 1, true>(g, k, full);
 }
 
-FERRY_AVX512 void GroupN(int n, const Args& g, const Taps& k, int64_t c0, int64_t c1) {
+// The interior (all kw x kh taps inside the image) of a tile of T = kTile pixels, one block of
+// 16 channels from c, kernel width KW and stride S known: each input pixel of a tap row is loaded
+// once and multiplied into every output pixel it feeds (T * S + KW - S loads per row instead of
+// T * KW; the L1 loads, not the FMAs, bound the generic Block).
+template <int KW, int S, bool kMask, Act A>
+FERRY_AVX512 inline __attribute__((always_inline)) void WideBlock(const Args& g, const Taps& k,
+                                                                  const float* xt, float* yt,
+                                                                  const float* rt, int64_t c,
+                                                                  __mmask16 m, __m512 lo,
+                                                                  __m512 hi) {
+  constexpr int T = kTile, J = (T - 1) * S + KW;
+  const int64_t C = g.s->c, cp = g.cp;
+  __m512 acc[T];
+  const __m512 bv = _mm512_load_ps(g.bias + c);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = bv;
+  const float* xr = xt + c;
+  const float* wt = k.w + c;
+  for (int64_t ky = 0; ky < k.nky; ++ky, xr += k.rs, wt += k.wr) {
+    __m512 wv[KW];
+#pragma GCC unroll 8
+    for (int kx = 0; kx < KW; ++kx) wv[kx] = _mm512_load_ps(wt + kx * cp);
+#pragma GCC unroll 32
+    for (int j = 0; j < J; ++j) {
+      const float* q = xr + j * C;
+      __m512 xv = kMask ? _mm512_maskz_loadu_ps(m, q) : _mm512_loadu_ps(q);
+      // One load into a register: without this GCC folds the load into every FMA again.
+      asm("" : "+v"(xv));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const int kx = j - t * S;
+        if (kx >= 0 && kx < KW) acc[t] = _mm512_fmadd_ps(xv, wv[kx], acc[t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    __m512 v = acc[t];
+    if (rt) {
+      const float* q = rt + t * C + c;
+      v = _mm512_add_ps(v, kMask ? _mm512_maskz_loadu_ps(m, q) : _mm512_loadu_ps(q));
+    }
+    v = Apply<A>(v, lo, hi);
+    if (kMask)
+      _mm512_mask_storeu_ps(yt + t * C + c, m, v);
+    else
+      _mm512_storeu_ps(yt + t * C + c, v);
+  }
+}
+
+template <int KW, int S, Act A>
+FERRY_AVX512 void WideStrip(const Args& g, const Taps& k, int64_t tiles, int64_t c0, int64_t c1) {
+  const int64_t C = g.s->c;
+  const int64_t full = c0 + (c1 - c0) / 16 * 16;
+  const __mmask16 m = static_cast<__mmask16>((1u << ((c1 - full) & 15)) - 1);
+  const __m512 lo = _mm512_set1_ps(g.post.lo), hi = _mm512_set1_ps(g.post.hi);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const float* xt = k.x + tile * kTile * k.ps;
+    float* yt = k.y + tile * kTile * C;
+    const float* rt = k.r ? k.r + tile * kTile * C : nullptr;
+    for (int64_t c = c0; c < full; c += 16)
+      WideBlock<KW, S, false, A>(g, k, xt, yt, rt, c, 0xffff, lo, hi);
+    if (full < c1) WideBlock<KW, S, true, A>(g, k, xt, yt, rt, full, m, lo, hi);
+  }
+}
+
+// Full tiles of the interior with WideStrip where KW and S have one; false: not done.
+template <Act A>
+FERRY_AVX512 bool Wide(const Args& g, const Taps& k, int64_t tiles, int64_t c0, int64_t c1) {
+  const DwShape& s = *g.s;
+  if (s.kw == 3 && s.sw == 1) return WideStrip<3, 1, A>(g, k, tiles, c0, c1), true;
+  if (s.kw == 3 && s.sw == 2) return WideStrip<3, 2, A>(g, k, tiles, c0, c1), true;
+  if (s.kw == 5 && s.sw == 1) return WideStrip<5, 1, A>(g, k, tiles, c0, c1), true;
+  if (s.kw == 5 && s.sw == 2) return WideStrip<5, 2, A>(g, k, tiles, c0, c1), true;
+  return false;
+}
+
+template <Act A>
+FERRY_AVX512 void GroupN(int n, const Args& g, const Taps& k, int64_t tiles, int64_t c0,
+                         int64_t c1) {
   switch (n) {
     case 8:
-      return Group<8, 1>(g, k, c0, c1);
+      return Strip<8, 1, A>(g, k, tiles, c0, c1);
     case 7:
-      return Group<7, 1>(g, k, c0, c1);
+      return Strip<7, 1, A>(g, k, tiles, c0, c1);
     case 6:
-      return Group<6, 1>(g, k, c0, c1);
+      return Strip<6, 1, A>(g, k, tiles, c0, c1);
     case 5:
-      return Group<5, 1>(g, k, c0, c1);
+      return Strip<5, 1, A>(g, k, tiles, c0, c1);
     case 4:
-      return Group<4, 2>(g, k, c0, c1);
+      return Strip<4, 2, A>(g, k, tiles, c0, c1);
     case 3:
-      return Group<3, 2>(g, k, c0, c1);
+      return Strip<3, 2, A>(g, k, tiles, c0, c1);
     case 2:
-      return Group<2, 4>(g, k, c0, c1);
+      return Strip<2, 4, A>(g, k, tiles, c0, c1);
     case 1:
-      return Group<1, 4>(g, k, c0, c1);
+      return Strip<1, 4, A>(g, k, tiles, c0, c1);
     default:
       return;
   }
 }
 
 // Output row oy of image n.
+template <Act A>
 FERRY_AVX512 void Row(const Args& g, int64_t n, int64_t oy) {
   const DwShape& s = *g.s;
   const int64_t C = s.c, cp = g.cp;
@@ -236,18 +331,26 @@ FERRY_AVX512 void Row(const Args& g, int64_t n, int64_t oy) {
                  nkx,
                  yrow + ox * C,
                  rrow ? rrow + ox * C : nullptr};
-    GroupN(1, g, k, c0, c1);
+    GroupN<A>(1, g, k, 1, c0, c1);
   };
-  // kChunk channels at a time over the whole row: their weights stay in L1.
-  for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
-    const int64_t c1 = std::min(C, c0 + kChunk);
+  const int64_t full = (hi - lo) / kTile, rest = (hi - lo) % kTile;
+  // Channels in chunks whose weights fit in L1 (all of them up to 448 with 3x3), each over the
+  // whole row.
+  const int64_t chunk = std::max<int64_t>(64, kWeightBytes / (4 * s.kh * s.kw) / 16 * 16);
+  for (int64_t c0 = 0; c0 < C; c0 += chunk) {
+    const int64_t c1 = std::min(C, c0 + chunk);
     for (int64_t ox = 0; ox < lo; ++ox) border(ox, c0, c1);
-    for (int64_t ox = lo; ox < hi; ox += kTile) {
-      const int cnt = static_cast<int>(std::min<int64_t>(kTile, hi - ox));
+    auto strip = [&](int64_t ox, int cnt, int64_t tiles) {
       const Taps k{xrow + (ox * s.sw - s.pad_l) * C, wrow, ps, rs, wr, nky, s.kw, yrow + ox * C,
                    rrow ? rrow + ox * C : nullptr};
-      GroupN(cnt, g, k, c0, c1);
+      GroupN<A>(cnt, g, k, tiles, c0, c1);
+    };
+    if (full > 0) {
+      const Taps k{xrow + (lo * s.sw - s.pad_l) * C, wrow, ps, rs, wr, nky, s.kw, yrow + lo * C,
+                   rrow ? rrow + lo * C : nullptr};
+      if (!Wide<A>(g, k, full, c0, c1)) strip(lo, kTile, full);
     }
+    if (rest > 0) strip(lo + full * kTile, static_cast<int>(rest), 1);
     for (int64_t ox = hi; ox < s.ow; ++ox) border(ox, c0, c1);
   }
 }
@@ -381,8 +484,12 @@ void DwConv::Run(const float* x, const float* bias, const float* res, float* y,
       std::tie(g.post.lo, g.post.hi) = fusion_.bounds();
       break;
   }
+  void (*row)(const Args&, int64_t, int64_t) = g.post.act == Act::kSwish ? Row<Act::kSwish>
+                                               : g.post.act == Act::kHardSwish
+                                                   ? Row<Act::kHardSwish>
+                                                   : Row<Act::kClamp>;
   ParallelRange(s.n * s.oh, 1, [&](int64_t b, int64_t e) {
-    for (int64_t item = b; item < e; ++item) Row(g, item / s.oh, item % s.oh);
+    for (int64_t item = b; item < e; ++item) row(g, item / s.oh, item % s.oh);
   });
   if (out_ != Layout::kNhwc) FromNhwc(g.y, out_, s.n, s.c, s.oh, s.ow, y);
 }
