@@ -18,6 +18,7 @@ namespace ferry {
 namespace {
 
 using namespace cpu_test;
+using ops::cpu::Fusion;
 
 enum class Post { kNone, kRelu, kClip, kSilu, kHardSwish, kAdd, kAddRelu };
 
@@ -195,27 +196,37 @@ TEST_F(DwConvTest, OffRunsOneDnn) {
   }
 }
 
-// The default rule: 3x3 and 5x5 at stride 1 and 2 here, other kernels and strides on oneDNN.
+// The default rule: 3x3 / 5x5 rows with a full interior tile; 3x3 at stride 2 only with a gate
+// (SiLU / HardSwish); other kernels and strides on oneDNN.
 TEST_F(DwConvTest, DefaultRule) {
   ops::cpu::SetDwConvMode(-1);
+  const bool on = ops::cpu::DwConvSupported();
+  Fusion relu, silu;
+  relu.act = Fusion::Act::kRelu;
+  silu.act = Fusion::Act::kSwish;
   ops::cpu::DwShape s;
   s.n = 1;
   s.c = 144;
   s.h = s.w = s.oh = s.ow = 56;
   s.pad_t = s.pad_l = 1;
   s.kh = s.kw = 3;
-  const bool on = ops::cpu::DwConvSupported();
-  EXPECT_EQ(ops::cpu::DwConvWanted(s), on);
+  EXPECT_EQ(ops::cpu::DwConvWanted(s, relu), on);
+  EXPECT_EQ(ops::cpu::DwConvWanted(s, Fusion{}), on);
   s.sh = s.sw = 2;
   s.oh = s.ow = 28;
-  EXPECT_EQ(ops::cpu::DwConvWanted(s), on);
+  EXPECT_EQ(ops::cpu::DwConvWanted(s, silu), on);
+  EXPECT_FALSE(ops::cpu::DwConvWanted(s, relu));
   s.kh = s.kw = 5;
-  EXPECT_EQ(ops::cpu::DwConvWanted(s), on);
+  s.pad_t = s.pad_l = 2;
+  EXPECT_EQ(ops::cpu::DwConvWanted(s, relu), on);
   s.sh = s.sw = 3;
-  EXPECT_FALSE(ops::cpu::DwConvWanted(s));
+  EXPECT_FALSE(ops::cpu::DwConvWanted(s, silu));
   s.sh = s.sw = 1;
+  s.h = s.w = s.oh = s.ow = 7;  // 5x5 on 7x7: 3 interior pixels
+  EXPECT_FALSE(ops::cpu::DwConvWanted(s, silu));
+  s.h = s.w = s.oh = s.ow = 56;
   s.kh = 3;
-  EXPECT_FALSE(ops::cpu::DwConvWanted(s));  // 3x5: oneDNN
+  EXPECT_FALSE(ops::cpu::DwConvWanted(s, silu));  // 3x5: oneDNN
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       ds.ow = y[3];
       ds.pad_t = pl[0];
       ds.pad_l = pl[1];
-      if (DwConvWanted(ds)) {
+      if (DwConvWanted(ds, fuse ? f : Fusion{})) {
         fresh->wino_act = false;
         fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
         fresh->dw = std::make_unique<DwConv>(ds, in_layout, fresh->out_layout, res_layout,

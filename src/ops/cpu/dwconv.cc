@@ -403,14 +403,23 @@ void SetDwConvMode(int mode) {
   g_mode.store(mode);
 }
 
-bool DwConvWanted(const DwShape& s) {
+bool DwConvWanted(const DwShape& s, const Fusion& f) {
   if (!DwConvSupported()) return false;
   if (s.sh < 1 || s.sh > 2 || s.sw < 1 || s.sw > 2 || s.kh < 1 || s.kw < 1 || s.n < 1 || s.c < 1 ||
       s.oh < 1 || s.ow < 1)
     return false;
   if (Mode() == 1) return true;
-  // Measured faster than oneDNN's brdgmm_dw (src/ops/cpu/README.md).
-  return (s.kh == 3 && s.kw == 3) || (s.kh == 5 && s.kw == 5);
+  // Measured against oneDNN's brdgmm_dw (src/ops/cpu/README.md): 3x3 and 5x5 where a row has at
+  // least one full interior tile (7x7 images with 5x5, or 14 -> 7 at stride 2, lost), and 3x3
+  // at stride 2 only with SiLU / HardSwish (with a clamp, MobileNetV3's 112 -> 56 lost: memory
+  // bound, and the cheaper activation no longer makes up for it).
+  if (!((s.kh == 3 && s.kw == 3) || (s.kh == 5 && s.kw == 5))) return false;
+  const int64_t lo = std::min(s.ow, (s.pad_l + s.sw - 1) / s.sw);
+  const int64_t last = s.w - s.kw + s.pad_l;
+  const int64_t hi = last < 0 ? lo : std::clamp(last / s.sw + 1, lo, s.ow);
+  if (hi - lo < kTile) return false;
+  const bool gate = f.act == Fusion::Act::kSwish || f.act == Fusion::Act::kHardSwish;
+  return !(s.kw == 3 && s.sw == 2 && !gate);
 }
 
 uint64_t DwConvRuns() {

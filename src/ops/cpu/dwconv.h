@@ -42,9 +42,9 @@ bool DwConvSupported();
 // environment variable FERRY_DWCONV = onednn / own / auto, read once). Takes effect at the next
 // prepare that rebuilds a Conv's state.
 void SetDwConvMode(int mode);
-// Whether conv.cc should run this depthwise conv here: supported, stride 1 or 2, and the shape
-// class measured faster than oneDNN (src/ops/cpu/README.md), or forced on.
-bool DwConvWanted(const DwShape& s);
+// Whether conv.cc should run this depthwise conv (with fusion f) here: supported, stride 1 or 2,
+// and the shape class measured faster than oneDNN (src/ops/cpu/README.md), or forced on.
+bool DwConvWanted(const DwShape& s, const Fusion& f);
 // Number of DwConv runs in this process (tests check the path was taken).
 uint64_t DwConvRuns();
 
