@@ -6,11 +6,13 @@
 // y[n][oy][ox][c] = act(bias[c] + sum_{ky, kx} x[n][oy*sh + ky - pt][ox*sw + kx - pl][c] *
 // w[c][ky][kx] (+ residual)):
 //  * the weights packed once at prepare as [kh * kw][Cp] (Cp: C rounded up to 16, zeros past C);
-//  * per output row (n, oy), the rows ky whose input row exists; the pixels whose taps all fall
-//    inside the image in register tiles of 8 pixels x 16 channels (8 zmm accumulators, one
-//    weight vector per tap), every channel block of a tile before the next tile (the tile's
-//    output is one contiguous stretch); the border pixels one at a time with the taps clipped;
-//    a masked block for C % 16;
+//  * per output row (n, oy), the rows ky whose input row exists, the channels in chunks whose
+//    weights fit in L1; the pixels whose taps all fall inside the image in register tiles of 8
+//    pixels x 16 channels (8 zmm accumulators; for 3x3 / 5x5 at stride 1 / 2 each input vector
+//    of a tap row loaded once and used for every output pixel it feeds), every channel block of a
+//    tile before the next tile; the border pixels and the last < 8 interior ones in tiles of T
+//    pixels x B channel blocks (T * B accumulators), the taps clipped; a masked block for
+//    C % 16;
 //  * bias, residual and the activation (Relu / Clip / SiLU with an own exp polynomial and a
 //    refined reciprocal / HardSwish) applied in registers before the store.
 // An input in another layout is first copied to NHWC, a plain output written to NHWC scratch and
