@@ -9,12 +9,15 @@
 // 3x3 stride-1 group-1 convolutions run as Winograd instead (winograd.h) where ChooseConvAlgo
 // (or FERRY_CONV_ALGO / SetConvAlgoOverride) says so and the CPU has AVX2+FMA; no oneDNN
 // primitive is created for them; or, where the rule says kGemm (small images, many channels,
-// AVX-512), as one im2col GEMM with an own kernel (conv_gemm.h).
+// AVX-512), as one im2col GEMM with an own kernel (conv_gemm.h). Depthwise convolutions
+// (group == C == K, dilation 1, stride 1 or 2) of the shapes DwConvWanted picks run the own
+// AVX-512 kernel of dwconv.h, every fused post-op included.
 #include <cstring>
 #include <string>
 
 #include "ops/cpu/conv_gemm.h"
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/dwconv.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/vec.h"
 #include "ops/cpu/winograd.h"
@@ -45,6 +48,7 @@ struct ConvState : KernelState {
   size_t sum_index = 0;
   std::unique_ptr<WinogradConv> wino;  // set: Winograd instead of the oneDNN primitive
   std::unique_ptr<ConvGemm> gemm;      // set: the own im2col GEMM instead
+  std::unique_ptr<DwConv> dw;          // set: the own depthwise kernel instead
 };
 
 bool AcceptsConv(const ir::Node& n) {
@@ -180,7 +184,30 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
         fresh->wino_act = false;
       }
     }
-    if (!fresh->wino && !fresh->gemm) {
+    // Depthwise, dilation 1: the own kernel where DwConvWanted says so.
+    if (!fresh->wino && !fresh->gemm && group == x.dim(1) && w.dim(0) == group && w.dim(1) == 1 &&
+        dd[0] == 0 && dd[1] == 0) {
+      DwShape ds;
+      ds.n = x.dim(0);
+      ds.c = x.dim(1);
+      ds.h = x.dim(2);
+      ds.w = x.dim(3);
+      ds.kh = w.dim(2);
+      ds.kw = w.dim(3);
+      ds.sh = ss[0];
+      ds.sw = ss[1];
+      ds.oh = y[2];
+      ds.ow = y[3];
+      ds.pad_t = pl[0];
+      ds.pad_l = pl[1];
+      if (DwConvWanted(ds, fuse ? f : Fusion{})) {
+        fresh->wino_act = false;
+        fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
+        fresh->dw = std::make_unique<DwConv>(ds, in_layout, fresh->out_layout, res_layout,
+                                             fuse ? f : Fusion{});
+      }
+    }
+    if (!fresh->wino && !fresh->gemm && !fresh->dw) {
       try {
         dnnl::engine& eng = slot.provider->engine();
         // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
@@ -222,6 +249,8 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       st->wino->PackWeights(static_cast<const float*>(wptr));
     } else if (st->gemm) {
       st->gemm->PackWeights(static_cast<const float*>(wptr));
+    } else if (st->dw) {
+      st->dw->PackWeights(static_cast<const float*>(wptr));
     } else {
       dnnl::engine& eng = slot.provider->engine();
       memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
@@ -239,6 +268,12 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
 void RunConv(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<ConvState*>(slot.state.get());
   Provider& p = *slot.provider;
+  if (st->dw) {
+    st->dw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
+                st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
+                ctx.output(0).data<float>(), p.Scratch(0, st->dw->scratch_bytes()));
+    return;
+  }
   if (st->wino || st->gemm) {
     const bool sum = st->fused && slot.fusion.sum;
     const float* bias = st->has_bias ? ctx.input(2).data<float>() : nullptr;
