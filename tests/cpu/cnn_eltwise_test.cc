@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_harness.h"
 #include "ir/graph.h"
+#include "ops/cpu/gemm_avx2.h"
 #include "ops/cpu/winograd.h"
 #include "runtime/session.h"
 
@@ -122,6 +123,73 @@ TEST(CpuCnnEltwise, PerChannelBroadcastInEveryLayout) {
         ++checked;
       }
       EXPECT_EQ(checked, 15);
+    }
+  }
+}
+
+// Squeeze-Excitation's FCs, 1x1 convs of a 1x1 image, run as GemvTransB (W read in place): with
+// and without bias, Relu / Clip in the epilogue, SiLU / HardSwish after, 1 to 4 images (5: oneDNN),
+// input from a GlobalAveragePool (plain) or a conv (its layout), output read by a conv and by a
+// Mul; each against the reference, the GEMV run count checked.
+TEST(CpuCnnEltwise, SqueezeExcitationFcsRunAsGemv) {
+  struct Fc {
+    int64_t n, c, k;
+    const char* act;  // "", Relu, Clip, Silu, HardSwish
+    bool bias, from_conv;
+  };
+  const Fc cases[] = {
+      {1, 32, 8, "Silu", true, false},   {1, 960, 240, "Relu", true, false},
+      {2, 13, 7, "", false, true},       {4, 72, 24, "HardSwish", true, true},
+      {3, 40, 10, "Clip", false, false}, {5, 16, 8, "Relu", true, false},
+  };
+  uint32_t seed = 1400;
+  for (const Fc& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "n=" << c.n << " c=" << c.c << " k=" << c.k
+                                      << " act=" << c.act << " from_conv=" << c.from_conv);
+    GraphBuilder b;
+    b.Opset(14);
+    b.Input("x", Rand({c.n, c.c, 5, 4}, seed++));
+    b.Node("GlobalAveragePool", {"x"}, {"g"});
+    std::string in = "g";
+    if (c.from_conv) {  // another 1x1-image conv first (its output in the conv layout)
+      b.Const("w0", Rand({c.c, c.c, 1, 1}, seed++, -0.3f, 0.3f));
+      b.Node("Conv", {"g", "w0"}, {"g0"});
+      in = "g0";
+    }
+    b.Const("w", Rand({c.k, c.c, 1, 1}, seed++, -0.3f, 0.3f));
+    std::vector<std::string> ins = {in, "w"};
+    if (c.bias) {
+      b.Const("bias", Rand({c.k}, seed++));
+      ins.push_back("bias");
+    }
+    b.Node("Conv", ins, {"f"});
+    std::string y = "f";
+    const std::string act = c.act;
+    if (act == "Relu" || act == "HardSwish") {
+      b.Node(act, {y}, {"a"});
+      y = "a";
+    } else if (act == "Clip") {
+      b.Const("lo", Tensor::FromVector<float>({-0.2f}, {}));
+      b.Const("hi", Tensor::FromVector<float>({0.3f}, {}));
+      b.Node("Clip", {y, "lo", "hi"}, {"a"});
+      y = "a";
+    } else if (act == "Silu") {
+      b.Node("Sigmoid", {y}, {"sg"});
+      b.Node("Mul", {y, "sg"}, {"a"});
+      y = "a";
+    }
+    b.Const("w2", Rand({c.c, c.k, 1, 1}, seed++, -0.3f, 0.3f));  // the second FC, then the gate
+    b.Node("Conv", {y, "w2"}, {"f2"});
+    b.Node("Sigmoid", {"f2"}, {"s"});
+    b.Node("Mul", {"x", "s"}, {"out"});
+    b.Output("out");
+    const uint64_t before = ops::cpu::GemvRuns();
+    ExpectMatchesReference(b, 1e-4, 1e-5, c.n % 2 + 1);
+    // Two sessions' runs (ExpectMatchesReference runs the cpu provider twice) of every 1x1-image
+    // conv, where the CPU has the GEMV and the batch fits it.
+    const uint64_t convs = c.from_conv ? 3 : 2;
+    if (ops::cpu::GemmAvx2Supported()) {
+      EXPECT_EQ(ops::cpu::GemvRuns() - before, c.n <= ops::cpu::kGemvMaxRows ? 2 * convs : 0);
     }
   }
 }

@@ -196,7 +196,7 @@ TEST_F(ConvGemmTest, PointwiseMatchesReference) {
   const Pw cases[] = {
       {1, 64, 7, 64, "", false, true},          {2, 127, 3, 270, "Relu", false, true},
       {1, 192, 7, 1152, "Silu", false, true},   {1, 1152, 7, 192, "", true, true},
-      {1, 96, 9, 320, "HardSwish", true, true}, {3, 65, 1, 128, "Clip", false, true},
+      {1, 96, 9, 320, "HardSwish", true, true}, {3, 65, 2, 128, "Clip", false, true},
       {1, 300, 5, 256, "Silu", true, true},     {1, 192, 7, 256, "Relu", true, false},
   };
   uint32_t seed = 7000;

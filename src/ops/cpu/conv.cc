@@ -19,6 +19,7 @@
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/dwconv.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/gemm_avx2.h"
 #include "ops/cpu/vec.h"
 #include "ops/cpu/winograd.h"
 
@@ -49,7 +50,21 @@ struct ConvState : KernelState {
   std::unique_ptr<WinogradConv> wino;  // set: Winograd instead of the oneDNN primitive
   std::unique_ptr<ConvGemm> gemm;      // set: the own im2col GEMM instead
   std::unique_ptr<DwConv> dw;          // set: the own depthwise kernel instead
+  // A 1x1 conv of a 1x1 image (Squeeze-Excitation's two FCs): y[n] = W x[n] on GemvTransB, W
+  // read where it is; Relu / Clip in its epilogue, SiLU / HardSwish after (wino_act).
+  bool gemv = false;
+  GemmEpilogue::Act gemv_act = GemmEpilogue::Act::kNone;
+  float gemv_lo = 0.f, gemv_hi = 0.f;
 };
+
+// FERRY_CONV_GEMV=0 keeps SE's 1x1-image convs on oneDNN (benchmarking).
+bool ConvGemvWanted() {
+  static const bool on = [] {
+    const char* e = std::getenv("FERRY_CONV_GEMV");
+    return !e || std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
 
 bool AcceptsConv(const ir::Node& n) {
   // 2-D only (kernel_shape, when given, has two values); everything else is checked at prepare.
@@ -130,6 +145,14 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
     const Layout res_layout = fuse && f.sum && slot.in_layouts.size() > fresh->sum_index
                                   ? slot.in_layouts[fresh->sum_index]
                                   : Layout::kPlain;
+    // 1x1 on a 1x1 image (SE's FCs, at most kGemvMaxRows images): a matrix-vector product that
+    // reads W where it is (before the pointwise GEMM below, which would pack a copy for one
+    // pixel). Any layout of an [N, C, 1, 1] value is stored as plain. A fused residual stays on
+    // oneDNN.
+    const bool gemv = group == 1 && x.dim(2) == 1 && x.dim(3) == 1 && w.dim(2) == 1 &&
+                      w.dim(3) == 1 && y[2] == 1 && y[3] == 1 && x.dim(0) >= 1 &&
+                      x.dim(0) <= kGemvMaxRows && x.dim(1) > 0 && w.dim(0) > 0 && pl[0] == 0 &&
+                      pl[1] == 0 && GemmAvx2Supported() && !(fuse && f.sum) && ConvGemvWanted();
     // 3x3, stride 1, dilation 1, group 1: Winograd or the own GEMM where the rule (or an
     // override) says so; 1x1, stride 1, no pads: the own GEMM on small images (PointwiseGemm).
     const bool unit = ss[0] == 1 && ss[1] == 1 && dd[0] == 0 && dd[1] == 0 && x.dim(0) > 0 &&
@@ -138,7 +161,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
     // (1x1: NHWC in, out and residual only; ConvGemm's other layouts go through scalar loops,
     // which cost more than oneDNN's whole convolution: MnasNet's last conv, plain out, 0.30 ->
     // 1.07 ms; RegNet's, nChw8c in, 0.29 -> 0.34.)
-    const bool k1 = group == 1 && w.dim(2) == 1 && w.dim(3) == 1 && unit && pl[0] == 0 &&
+    const bool k1 = !gemv && group == 1 && w.dim(2) == 1 && w.dim(3) == 1 && unit && pl[0] == 0 &&
                     pl[1] == 0 && pr[0] == 0 && pr[1] == 0 && ConvGemmSupported() &&
                     in_layout == Layout::kNhwc && nhwc_ok &&
                     (!fuse || !f.sum || res_layout == Layout::kNhwc);
@@ -184,9 +207,23 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
         fresh->wino_act = false;
       }
     }
+    if (gemv) {
+      fresh->gemv = true;
+      fresh->wino_act = false;
+      if (fuse && (f.act == Fusion::Act::kRelu || f.act == Fusion::Act::kClip)) {
+        fresh->gemv_act =
+            f.act == Fusion::Act::kRelu ? GemmEpilogue::Act::kRelu : GemmEpilogue::Act::kClip;
+        fresh->gemv_lo = f.lo;
+        fresh->gemv_hi = f.hi;
+      } else if (fuse && (f.act == Fusion::Act::kSwish || f.act == Fusion::Act::kHardSwish)) {
+        fresh->wino_act = true;
+        fresh->wino_unary = f.act == Fusion::Act::kSwish ? UnOp::kSilu : UnOp::kHardSwish;
+      }
+      fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
+    }
     // Depthwise, dilation 1: the own kernel where DwConvWanted says so.
-    if (!fresh->wino && !fresh->gemm && group == x.dim(1) && w.dim(0) == group && w.dim(1) == 1 &&
-        dd[0] == 0 && dd[1] == 0) {
+    if (!fresh->wino && !fresh->gemm && !fresh->gemv && group == x.dim(1) && w.dim(0) == group &&
+        w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0) {
       DwShape ds;
       ds.n = x.dim(0);
       ds.c = x.dim(1);
@@ -207,7 +244,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
                                              fuse ? f : Fusion{});
       }
     }
-    if (!fresh->wino && !fresh->gemm && !fresh->dw) {
+    if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv) {
       try {
         dnnl::engine& eng = slot.provider->engine();
         // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
@@ -244,7 +281,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   // Weights: packed once while W is the same initializer; every run when W is computed.
   const void* wptr = ctx.input(1).raw();
   const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
-  if (!w_const || st->packed_from != wptr) {
+  if (!st->gemv && (!w_const || st->packed_from != wptr)) {
     if (st->wino) {
       st->wino->PackWeights(static_cast<const float*>(wptr));
     } else if (st->gemm) {
@@ -272,6 +309,21 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
     st->dw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
                 st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
                 ctx.output(0).data<float>(), p.Scratch(0, st->dw->scratch_bytes()));
+    return;
+  }
+  if (st->gemv) {
+    GemmEpilogue e;
+    e.bias = st->has_bias ? ctx.input(2).data<float>() : nullptr;
+    e.bias_cs = 1;
+    e.act = st->gemv_act;
+    e.lo = st->gemv_lo;
+    e.hi = st->gemv_hi;
+    const Tensor& x = ctx.input(0);
+    const int64_t k = ctx.input(1).dim(0);
+    float* y = ctx.output(0).data<float>();
+    GemvTransB(x.data<float>(), x.dim(0), x.dim(1), ctx.input(1).data<float>(), x.dim(1), k, y, e,
+               omp_get_max_threads());
+    if (st->wino_act) Vec().unary[static_cast<int>(st->wino_unary)](y, y, x.dim(0) * k, 0.f, 0.f);
     return;
   }
   if (st->wino || st->gemm) {
