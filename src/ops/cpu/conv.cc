@@ -20,6 +20,7 @@
 #include "ops/cpu/dwconv.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/gemm_avx2.h"
+#include "ops/cpu/pointwise.h"
 #include "ops/cpu/vec.h"
 #include "ops/cpu/winograd.h"
 
@@ -50,6 +51,7 @@ struct ConvState : KernelState {
   std::unique_ptr<WinogradConv> wino;  // set: Winograd instead of the oneDNN primitive
   std::unique_ptr<ConvGemm> gemm;      // set: the own im2col GEMM instead
   std::unique_ptr<DwConv> dw;          // set: the own depthwise kernel instead
+  std::unique_ptr<Pointwise> pw;       // set: the own 1x1 kernel for large images instead
   // A 1x1 conv of a 1x1 image (Squeeze-Excitation's two FCs): y[n] = W x[n] on GemvTransB, W
   // read where it is; Relu / Clip in its epilogue, SiLU / HardSwish after (wino_act).
   bool gemv = false;
@@ -221,9 +223,20 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       }
       fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
     }
+    // 1x1 on a large NHWC image with few channels: the own kernel where PointwiseWanted says so.
+    if (!fresh->wino && !fresh->gemm && !fresh->gemv && group == 1 && w.dim(2) == 1 &&
+        w.dim(3) == 1 && ss[0] == 1 && ss[1] == 1 && pl[0] == 0 && pl[1] == 0 && pr[0] == 0 &&
+        pr[1] == 0 && in_layout == Layout::kNhwc && nhwc_ok &&
+        (!fuse || !f.sum || res_layout == Layout::kNhwc) && x.dim(0) > 0 &&
+        PointwiseWanted(y[2] * y[3], x.dim(1), w.dim(0), fuse ? f : Fusion{})) {
+      fresh->wino_act = false;
+      fresh->out_layout = Layout::kNhwc;
+      fresh->pw = std::make_unique<Pointwise>(x.dim(0) * y[2] * y[3], x.dim(1), w.dim(0),
+                                              fuse ? f : Fusion{});
+    }
     // Depthwise, dilation 1: the own kernel where DwConvWanted says so.
-    if (!fresh->wino && !fresh->gemm && !fresh->gemv && group == x.dim(1) && w.dim(0) == group &&
-        w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0) {
+    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && group == x.dim(1) &&
+        w.dim(0) == group && w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0) {
       DwShape ds;
       ds.n = x.dim(0);
       ds.c = x.dim(1);
@@ -244,7 +257,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
                                              fuse ? f : Fusion{});
       }
     }
-    if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv) {
+    if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv && !fresh->pw) {
       try {
         dnnl::engine& eng = slot.provider->engine();
         // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
@@ -288,6 +301,8 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       st->gemm->PackWeights(static_cast<const float*>(wptr));
     } else if (st->dw) {
       st->dw->PackWeights(static_cast<const float*>(wptr));
+    } else if (st->pw) {
+      st->pw->PackWeights(static_cast<const float*>(wptr));
     } else {
       dnnl::engine& eng = slot.provider->engine();
       memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
@@ -309,6 +324,12 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
     st->dw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
                 st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
                 ctx.output(0).data<float>(), p.Scratch(0, st->dw->scratch_bytes()));
+    return;
+  }
+  if (st->pw) {
+    st->pw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
+                st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
+                ctx.output(0).data<float>());
     return;
   }
   if (st->gemv) {
