@@ -116,7 +116,8 @@ TEST_F(PointwiseTest, SameBitsAtOneAndTwoThreads) {
   }
 }
 
-// The rule: large images with few channels and a post-op or 48+ output channels.
+// The rule: large images with few channels (14x14: few input channels) and a post-op or 48+
+// output channels.
 TEST(PointwiseRule, LargeImagesFewChannels) {
   if (!ops::cpu::PointwiseSupported()) GTEST_SKIP() << "no AVX-512F";
   ops::cpu::Fusion relu;
@@ -124,7 +125,9 @@ TEST(PointwiseRule, LargeImagesFewChannels) {
   EXPECT_TRUE(ops::cpu::PointwiseWanted(112 * 112, 16, 64, relu));
   EXPECT_TRUE(ops::cpu::PointwiseWanted(28 * 28, 144, 48, {}));
   EXPECT_FALSE(ops::cpu::PointwiseWanted(112 * 112, 32, 16, {}));    // plain projection to 16
-  EXPECT_FALSE(ops::cpu::PointwiseWanted(14 * 14, 112, 672, relu));  // small image
+  EXPECT_TRUE(ops::cpu::PointwiseWanted(14 * 14, 112, 672, relu));   // 14x14 expand
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(14 * 14, 672, 112, relu));  // 14x14 projection
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(7 * 7, 112, 672, relu));    // small image
   EXPECT_FALSE(ops::cpu::PointwiseWanted(56 * 56, 512, 64, relu));   // many channels
 }
 
