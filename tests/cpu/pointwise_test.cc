@@ -124,10 +124,13 @@ TEST(PointwiseRule, LargeImagesFewChannels) {
   relu.act = ops::cpu::Fusion::Act::kRelu;
   EXPECT_TRUE(ops::cpu::PointwiseWanted(112 * 112, 16, 64, relu));
   EXPECT_TRUE(ops::cpu::PointwiseWanted(28 * 28, 144, 48, {}));
-  EXPECT_FALSE(ops::cpu::PointwiseWanted(112 * 112, 32, 16, {}));    // plain projection to 16
-  EXPECT_TRUE(ops::cpu::PointwiseWanted(14 * 14, 112, 672, relu));   // 14x14 expand
-  EXPECT_FALSE(ops::cpu::PointwiseWanted(14 * 14, 672, 112, relu));  // 14x14 projection
-  EXPECT_FALSE(ops::cpu::PointwiseWanted(7 * 7, 112, 672, relu));    // small image
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(112 * 112, 32, 16, {}));  // plain projection to 16
+  ops::cpu::Fusion silu;
+  silu.act = ops::cpu::Fusion::Act::kSwish;
+  EXPECT_TRUE(ops::cpu::PointwiseWanted(14 * 14, 112, 672, silu));   // 14x14 expand, SiLU
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(14 * 14, 64, 384, relu));   // 14x14 expand, Relu
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(14 * 14, 672, 112, silu));  // 14x14 projection
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(7 * 7, 112, 672, silu));    // small image
   EXPECT_FALSE(ops::cpu::PointwiseWanted(56 * 56, 512, 64, relu));   // many channels
 }
 

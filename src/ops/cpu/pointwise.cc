@@ -145,10 +145,13 @@ bool PointwiseWanted(int64_t pixels_per_image, int64_t c, int64_t k, const Fusio
   if (Mode() == 1) return true;
   // Plain projections to few channels (no post-op, K < 48) stay on oneDNN: EfficientNet-B0's
   // 32 -> 16 at 112x112 0.159 vs 0.176 ms, MnasNet's 16 -> 8 0.070 vs 0.086 (1 thread).
-  // 14x14 images too when expanding from at most 128 channels (EfficientNet-B0's 80 -> 480 and
-  // 112 -> 672 with SiLU, 0.81-0.92 of oneDNN); the projections back (672 -> 112) were 1.02-1.08.
+  // 14x14 images too when expanding from at most 128 channels with SiLU / HardSwish, the post-ops
+  // oneDNN is slowest with (EfficientNet-B0's 80 -> 480 and 112 -> 672, 0.81-0.92 of oneDNN; the
+  // projections back, 672 -> 112, 1.02-1.08; MobileNetV2's 64 -> 384 with Clip at 2 threads
+  // 1.13-1.38, and the depthwise conv reading it slower too).
+  const bool gate = fusion.act == Fusion::Act::kSwish || fusion.act == Fusion::Act::kHardSwish;
   const bool shape = (pixels_per_image >= 784 && c <= 256 && k <= 256) ||
-                     (pixels_per_image >= 196 && c <= 128 && k <= 1024);
+                     (pixels_per_image >= 196 && c <= 128 && k <= 1024 && gate);
   return shape && (fusion.any() || k >= 48);
 }
 

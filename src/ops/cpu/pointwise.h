@@ -28,7 +28,7 @@ namespace ferry::ops::cpu {
 // The CPU has AVX-512F and the kernel is not switched off (FERRY_PW=onednn).
 bool PointwiseSupported();
 // The rule: images of at least 28x28 with at most 256 input and output channels, or at least
-// 14x14 with at most 128 input channels (expansions up to 1024), and a post-op
+// 14x14 with at most 128 input channels (expansions up to 1024) and SiLU / HardSwish, and a post-op
 // (`fusion`: residual, Relu / Clip, SiLU, HardSwish) or at least 48 output channels, where the
 // measurements in src/ops/cpu/README.md favour the own kernel; FERRY_PW=own takes every 1x1
 // stride-1 unpadded NHWC conv, FERRY_PW=onednn none.
