@@ -21,6 +21,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/gemm_avx2.h"
 #include "ops/cpu/pointwise.h"
+#include "ops/cpu/stem.h"
 #include "ops/cpu/vec.h"
 #include "ops/cpu/winograd.h"
 
@@ -52,6 +53,7 @@ struct ConvState : KernelState {
   std::unique_ptr<ConvGemm> gemm;      // set: the own im2col GEMM instead
   std::unique_ptr<DwConv> dw;          // set: the own depthwise kernel instead
   std::unique_ptr<Pointwise> pw;       // set: the own 1x1 kernel for large images instead
+  std::unique_ptr<StemConv> stem;      // set: the own first-layer kernel (plain RGB in) instead
   // A 1x1 conv of a 1x1 image (Squeeze-Excitation's two FCs): y[n] = W x[n] on GemvTransB, W
   // read where it is; Relu / Clip in its epilogue, SiLU / HardSwish after (wino_act).
   bool gemv = false;
@@ -234,9 +236,33 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       fresh->pw = std::make_unique<Pointwise>(x.dim(0) * y[2] * y[3], x.dim(1), w.dim(0),
                                               fuse ? f : Fusion{});
     }
+    // A first layer (few channels, plain image in, NHWC out): the own kernel reads the rows in
+    // place.
+    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && group == 1 &&
+        in_layout == Layout::kPlain && nhwc_ok && dd[0] == 0 && dd[1] == 0) {
+      StemShape sh;
+      sh.n = x.dim(0);
+      sh.c = x.dim(1);
+      sh.h = x.dim(2);
+      sh.w = x.dim(3);
+      sh.k = w.dim(0);
+      sh.kh = w.dim(2);
+      sh.kw = w.dim(3);
+      sh.sh = ss[0];
+      sh.sw = ss[1];
+      sh.oh = y[2];
+      sh.ow = y[3];
+      sh.pad_t = pl[0];
+      sh.pad_l = pl[1];
+      if (StemWanted(sh, fuse ? f : Fusion{})) {
+        fresh->wino_act = false;
+        fresh->out_layout = Layout::kNhwc;
+        fresh->stem = std::make_unique<StemConv>(sh, fuse ? f : Fusion{});
+      }
+    }
     // Depthwise, dilation 1: the own kernel where DwConvWanted says so.
-    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && group == x.dim(1) &&
-        w.dim(0) == group && w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0) {
+    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem &&
+        group == x.dim(1) && w.dim(0) == group && w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0) {
       DwShape ds;
       ds.n = x.dim(0);
       ds.c = x.dim(1);
@@ -257,7 +283,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
                                              fuse ? f : Fusion{});
       }
     }
-    if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv && !fresh->pw) {
+    if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv && !fresh->pw && !fresh->stem) {
       try {
         dnnl::engine& eng = slot.provider->engine();
         // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
@@ -303,6 +329,8 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       st->dw->PackWeights(static_cast<const float*>(wptr));
     } else if (st->pw) {
       st->pw->PackWeights(static_cast<const float*>(wptr));
+    } else if (st->stem) {
+      st->stem->PackWeights(static_cast<const float*>(wptr));
     } else {
       dnnl::engine& eng = slot.provider->engine();
       memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
@@ -324,6 +352,11 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
     st->dw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
                 st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
                 ctx.output(0).data<float>(), p.Scratch(0, st->dw->scratch_bytes()));
+    return;
+  }
+  if (st->stem) {
+    st->stem->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
+                  ctx.output(0).data<float>());
     return;
   }
   if (st->pw) {

@@ -1,0 +1,63 @@
+// Internal to the cpu provider: a network's first convolution — few input channels (an RGB image,
+// at most 4), plain NCHW input, up to 64 output channels written channels-last — with an own
+// AVX-512 kernel. oneDNN 2.6 needs the image reordered to NHWC first (a pass over it) and then
+// runs its NHWC kernel at ~60 GFLOP/s on these shapes (ResNet-18's 7x7 stride-2 3 -> 64: 1.85 ms
+// with the reorder); the own kernel reads the plain rows where they are. conv.cc picks it
+// (StemWanted).
+//
+// y[n][oy][ox][k] = act(bias[k] + sum_{c, ky, kx} x[n][c][oy*sh + ky - pt][ox*sw + kx - pl] *
+// w[k][c][ky][kx]):
+//  * W packed once at prepare as [C][kh][kw][P * 16] (P = ceil(K / 16) vectors, zeros past K);
+//  * per output row, tiles of R pixels (24 accumulators: R = 6 / 8 / 12 for 4 / 3 / 1-2 vectors):
+//    for every tap with its input row inside the image, each pixel's input broadcast and FMA'd
+//    with the tap's K weights; pixels whose taps all fall inside the row skip the bounds checks;
+//  * Relu / Clip / SiLU / HardSwish (act512.h) on the registers, a masked store per pixel;
+//  * output rows split over the OpenMP threads in fixed contiguous chunks; each output element
+//    summed by one thread in a fixed order (bit-identical at any thread count).
+// AVX-512F only (StemSupported); elsewhere oneDNN.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/cpu/cpu_kernel.h"
+
+namespace ferry::ops::cpu {
+
+struct StemShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input [N, C, H, W], plain
+  int64_t k = 0;                       // output channels
+  int64_t kh = 0, kw = 0, sh = 1, sw = 1;
+  int64_t oh = 0, ow = 0;        // output spatial size
+  int64_t pad_t = 0, pad_l = 0;  // leading pads
+};
+
+// The CPU has AVX-512F and the kernel is not switched off (FERRY_STEM=onednn).
+bool StemSupported();
+// C <= 4, K <= 64, no residual, and by measurement (stem.cc) kernels up to 3x3 with 24+ output
+// channels or a SiLU / HardSwish; FERRY_STEM=own takes kernels up to 11x11.
+bool StemWanted(const StemShape& s, const Fusion& fusion);
+// Tests: 0 never, 1 every shape the kernel takes (as FERRY_STEM=own), -1 back to the environment.
+void SetStemModeForTesting(int mode);
+// Number of StemConv runs in this process (tests).
+uint64_t StemRuns();
+
+class StemConv {
+ public:
+  // fusion.act: kNone, kRelu, kClip, kSwish or kHardSwish (no sum).
+  StemConv(const StemShape& s, const Fusion& fusion);
+  // w: [K][C][kh][kw].
+  void PackWeights(const float* w);
+  // x: plain [N, C, H, W]; bias [K] or null; y: NHWC [N, OH, OW, K].
+  void Run(const float* x, const float* bias, float* y) const;
+
+ private:
+  StemShape s_;
+  Fusion fusion_;
+  int64_t vecs_ = 1;
+  std::vector<float> w_;  // packed, 16 floats of slack for alignment
+  size_t w_align_ = 0;
+};
+
+}  // namespace ferry::ops::cpu
