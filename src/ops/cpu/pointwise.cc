@@ -147,8 +147,8 @@ bool PointwiseWanted(int64_t pixels_per_image, int64_t c, int64_t k, const Fusio
   // 32 -> 16 at 112x112 0.159 vs 0.176 ms, MnasNet's 16 -> 8 0.070 vs 0.086 (1 thread).
   // 14x14 images too when expanding from at most 128 channels with SiLU / HardSwish, the post-ops
   // oneDNN is slowest with (EfficientNet-B0's 80 -> 480 and 112 -> 672, 0.81-0.92 of oneDNN; the
-  // projections back, 672 -> 112, 1.02-1.08; MobileNetV2's 64 -> 384 with Clip at 2 threads
-  // 1.13-1.38, and the depthwise conv reading it slower too).
+  // projections back, 672 -> 112, 1.02-1.08). MobileNetV2's Clip expansions there measured level
+  // with oneDNN at 2 threads (whole model 0.93-0.98 either way) and stay on it.
   const bool gate = fusion.act == Fusion::Act::kSwish || fusion.act == Fusion::Act::kHardSwish;
   const bool shape = (pixels_per_image >= 784 && c <= 256 && k <= 256) ||
                      (pixels_per_image >= 196 && c <= 128 && k <= 1024 && gate);
@@ -202,7 +202,10 @@ void Pointwise::Run(const float* x, const float* bias, const float* res, float* 
                                                : Range<Act::kClamp>;
   // Contiguous pixel ranges per thread, in multiples of 12 (every tile height divides it).
   const int64_t units = (m_ + 11) / 12;
-  ParallelRange(units, 16, [&](int64_t b, int64_t e) { range(g, b * 12, std::min(m_, e * 12)); });
+  // (Every unit is 12 pixels x C x K multiply-adds, 200 K and up on the shapes the rule takes: a
+  // 14x14 image's 17 units split too. With a minimum of 16 units per thread those ran on one
+  // thread, and MobileNetV2's 14x14 expansions at 2 threads lost 13-38% to oneDNN.)
+  ParallelRange(units, 1, [&](int64_t b, int64_t e) { range(g, b * 12, std::min(m_, e * 12)); });
 }
 
 }  // namespace ferry::ops::cpu
