@@ -134,18 +134,18 @@ TEST(CpuCnnEltwise, PerChannelBroadcastInEveryLayout) {
 TEST(CpuCnnEltwise, SqueezeExcitationFcsRunAsGemv) {
   struct Fc {
     int64_t n, c, k;
-    const char* act;  // "", Relu, Clip, Silu, HardSwish
+    PostOp act;
     bool bias, from_conv;
   };
   const Fc cases[] = {
-      {1, 32, 8, "Silu", true, false},   {1, 960, 240, "Relu", true, false},
-      {2, 13, 7, "", false, true},       {4, 72, 24, "HardSwish", true, true},
-      {3, 40, 10, "Clip", false, false}, {5, 16, 8, "Relu", true, false},
+      {1, 32, 8, PostOp::kSilu, true, false},   {1, 960, 240, PostOp::kRelu, true, false},
+      {2, 13, 7, PostOp::kNone, false, true},   {4, 72, 24, PostOp::kHardSwish, true, true},
+      {3, 40, 10, PostOp::kClip, false, false}, {5, 16, 8, PostOp::kRelu, true, false},
   };
   uint32_t seed = 1400;
   for (const Fc& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "n=" << c.n << " c=" << c.c << " k=" << c.k
-                                      << " act=" << c.act << " from_conv=" << c.from_conv);
+    SCOPED_TRACE(::testing::Message() << "n=" << c.n << " c=" << c.c << " k=" << c.k << " act="
+                                      << static_cast<int>(c.act) << " from_conv=" << c.from_conv);
     GraphBuilder b;
     b.Opset(14);
     b.Input("x", Rand({c.n, c.c, 5, 4}, seed++));
@@ -163,21 +163,7 @@ TEST(CpuCnnEltwise, SqueezeExcitationFcsRunAsGemv) {
       ins.push_back("bias");
     }
     b.Node("Conv", ins, {"f"});
-    std::string y = "f";
-    const std::string act = c.act;
-    if (act == "Relu" || act == "HardSwish") {
-      b.Node(act, {y}, {"a"});
-      y = "a";
-    } else if (act == "Clip") {
-      b.Const("lo", Tensor::FromVector<float>({-0.2f}, {}));
-      b.Const("hi", Tensor::FromVector<float>({0.3f}, {}));
-      b.Node("Clip", {y, "lo", "hi"}, {"a"});
-      y = "a";
-    } else if (act == "Silu") {
-      b.Node("Sigmoid", {y}, {"sg"});
-      b.Node("Mul", {y, "sg"}, {"a"});
-      y = "a";
-    }
+    const std::string y = AddPostOp(b, "f", c.act);
     b.Const("w2", Rand({c.c, c.k, 1, 1}, seed++, -0.3f, 0.3f));  // the second FC, then the gate
     b.Node("Conv", {y, "w2"}, {"f2"});
     b.Node("Sigmoid", {"f2"}, {"s"});

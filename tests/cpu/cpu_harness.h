@@ -117,6 +117,33 @@ Tensor RandInts(DType dt, const Shape& shape, int lo, int hi, uint32_t seed) {
 
 // Runs the model with both providers (twice with cpu: the second run reuses packed state) and
 // checks every output within rtol/atol. Returns the cpu session's node report.
+// The activations the conv kernel tests put after a value `y` (the runtime fuses them into the
+// conv that writes `y`); returns the name of the result. Clip is [-0.25, 0.5]. `tag` keeps the
+// added names unique.
+enum class PostOp { kNone, kRelu, kClip, kSilu, kHardSwish };
+inline std::string AddPostOp(GraphBuilder& b, const std::string& y, PostOp op,
+                             const std::string& tag = "post") {
+  const std::string out = tag + "_out";
+  switch (op) {
+    case PostOp::kNone:
+      return y;
+    case PostOp::kRelu:
+    case PostOp::kHardSwish:
+      b.Node(op == PostOp::kRelu ? "Relu" : "HardSwish", {y}, {out});
+      return out;
+    case PostOp::kClip:
+      b.Const(tag + "_lo", Tensor::FromVector<float>({-0.25f}, {}));
+      b.Const(tag + "_hi", Tensor::FromVector<float>({0.5f}, {}));
+      b.Node("Clip", {y, tag + "_lo", tag + "_hi"}, {out});
+      return out;
+    case PostOp::kSilu:
+      b.Node("Sigmoid", {y}, {tag + "_gate"});
+      b.Node("Mul", {y, tag + "_gate"}, {out});
+      return out;
+  }
+  return y;
+}
+
 inline std::vector<runtime::NodeReport> ExpectMatchesReference(GraphBuilder& b, double rtol = 1e-4,
                                                                double atol = 1e-5,
                                                                int threads = 2) {

@@ -89,42 +89,17 @@ void Build(GraphBuilder& b, const Case& s, uint32_t& seed, bool w_input = false)
     SetInts(conv, "pads", s.pads);
   }
   std::string out = "d";
-  switch (s.post) {
-    case Post::kNone:
-      break;
-    case Post::kRelu:
-      b.Node("Relu", {"d"}, {"p"});
-      out = "p";
-      break;
-    case Post::kClip: {
-      Tensor lo(DType::kFloat, Shape{}), hi(DType::kFloat, Shape{});
-      lo.data<float>()[0] = -0.25f;
-      hi.data<float>()[0] = 0.5f;
-      b.Const("lo", std::move(lo));
-      b.Const("hi", std::move(hi));
-      b.Node("Clip", {"d", "lo", "hi"}, {"p"});
-      out = "p";
-      break;
-    }
-    case Post::kSilu:
-      b.Node("Sigmoid", {"d"}, {"sg"});
-      b.Node("Mul", {"d", "sg"}, {"p"});
-      out = "p";
-      break;
-    case Post::kHardSwish:
-      b.Node("HardSwish", {"d"}, {"p"});
-      out = "p";
-      break;
-    case Post::kAdd:
-    case Post::kAddRelu:
-      // The residual: the conv's input (same shape at stride 1 with "same" pads).
-      b.Node("Add", {"d", in}, {"p"});
-      out = "p";
-      if (s.post == Post::kAddRelu) {
-        b.Node("Relu", {"p"}, {"q"});
-        out = "q";
-      }
-      break;
+  if (s.post == Post::kAdd || s.post == Post::kAddRelu) {
+    // The residual: the conv's input (same shape at stride 1 with "same" pads).
+    b.Node("Add", {"d", in}, {"p"});
+    out = AddPostOp(b, "p", s.post == Post::kAddRelu ? PostOp::kRelu : PostOp::kNone);
+  } else {
+    out = AddPostOp(b, "d",
+                    s.post == Post::kRelu        ? PostOp::kRelu
+                    : s.post == Post::kClip      ? PostOp::kClip
+                    : s.post == Post::kSilu      ? PostOp::kSilu
+                    : s.post == Post::kHardSwish ? PostOp::kHardSwish
+                                                 : PostOp::kNone);
   }
   if (s.nhwc) {
     b.Const("w2", Rand({5, s.c, 1, 1}, seed++, -0.5f, 0.5f));

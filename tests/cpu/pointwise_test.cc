@@ -69,19 +69,12 @@ GraphBuilder Build(const Case& c, uint32_t seed) {
     b.Node("Add", {"rr", y}, {"s"});
     y = "s";
   }
-  if (c.post == Post::kRelu || c.post == Post::kAddRelu || c.post == Post::kHardSwish) {
-    b.Node(c.post == Post::kHardSwish ? "HardSwish" : "Relu", {y}, {"a"});
-    y = "a";
-  } else if (c.post == Post::kClip) {
-    b.Const("lo", Tensor::FromVector<float>({-0.25f}, {}));
-    b.Const("hi", Tensor::FromVector<float>({0.5f}, {}));
-    b.Node("Clip", {y, "lo", "hi"}, {"a"});
-    y = "a";
-  } else if (c.post == Post::kSilu) {
-    b.Node("Sigmoid", {y}, {"g"});
-    b.Node("Mul", {y, "g"}, {"a"});
-    y = "a";
-  }
+  const PostOp act = c.post == Post::kRelu || c.post == Post::kAddRelu ? PostOp::kRelu
+                     : c.post == Post::kClip                           ? PostOp::kClip
+                     : c.post == Post::kSilu                           ? PostOp::kSilu
+                     : c.post == Post::kHardSwish                      ? PostOp::kHardSwish
+                                                                       : PostOp::kNone;
+  y = AddPostOp(b, y, act);
   b.Const("wy", Rand({8, c.k, 1, 1}, seed++, -0.2f, 0.2f));
   b.Node("Conv", {y, "wy"}, {"out"});
   b.Output("out");

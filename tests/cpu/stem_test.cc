@@ -17,25 +17,23 @@ namespace {
 
 using namespace cpu_test;
 
-enum class Post { kNone, kRelu, kClip, kSilu, kHardSwish };
-
 struct Case {
   int64_t n, c, h, w, k, kh, kw, sh, sw;
   std::vector<int64_t> pads;
   bool bias;
-  Post post;
+  PostOp post;
 };
 
 const Case kCases[] = {
-    {1, 3, 15, 17, 32, 3, 3, 2, 2, {1, 1, 1, 1}, true, Post::kSilu},
-    {2, 3, 33, 31, 16, 3, 3, 2, 2, {1, 1, 1, 1}, false, Post::kHardSwish},
-    {1, 1, 5, 7, 24, 3, 3, 1, 1, {1, 1, 1, 1}, true, Post::kRelu},
-    {1, 4, 1, 1, 8, 3, 3, 2, 2, {1, 1, 1, 1}, true, Post::kClip},
-    {1, 3, 29, 30, 64, 7, 7, 2, 2, {3, 3, 3, 3}, false, Post::kRelu},
-    {1, 3, 33, 33, 40, 11, 11, 4, 4, {2, 2, 2, 2}, true, Post::kNone},
-    {2, 3, 16, 16, 40, 4, 4, 4, 4, {0, 0, 0, 0}, true, Post::kNone},
-    {1, 3, 13, 11, 24, 3, 5, 1, 2, {0, 2, 1, 1}, true, Post::kSilu},
-    {1, 3, 9, 9, 16, 1, 1, 1, 1, {0, 0, 0, 0}, false, Post::kRelu},
+    {1, 3, 15, 17, 32, 3, 3, 2, 2, {1, 1, 1, 1}, true, PostOp::kSilu},
+    {2, 3, 33, 31, 16, 3, 3, 2, 2, {1, 1, 1, 1}, false, PostOp::kHardSwish},
+    {1, 1, 5, 7, 24, 3, 3, 1, 1, {1, 1, 1, 1}, true, PostOp::kRelu},
+    {1, 4, 1, 1, 8, 3, 3, 2, 2, {1, 1, 1, 1}, true, PostOp::kClip},
+    {1, 3, 29, 30, 64, 7, 7, 2, 2, {3, 3, 3, 3}, false, PostOp::kRelu},
+    {1, 3, 33, 33, 40, 11, 11, 4, 4, {2, 2, 2, 2}, true, PostOp::kNone},
+    {2, 3, 16, 16, 40, 4, 4, 4, 4, {0, 0, 0, 0}, true, PostOp::kNone},
+    {1, 3, 13, 11, 24, 3, 5, 1, 2, {0, 2, 1, 1}, true, PostOp::kSilu},
+    {1, 3, 9, 9, 16, 1, 1, 1, 1, {0, 0, 0, 0}, false, PostOp::kRelu},
 };
 
 GraphBuilder Build(const Case& c, uint32_t seed) {
@@ -52,20 +50,7 @@ GraphBuilder Build(const Case& c, uint32_t seed) {
   SetInts(conv, "pads", c.pads);
   SetInts(conv, "strides", {c.sh, c.sw});
   SetInts(conv, "kernel_shape", {c.kh, c.kw});
-  std::string y = "c0";
-  if (c.post == Post::kRelu || c.post == Post::kHardSwish) {
-    b.Node(c.post == Post::kRelu ? "Relu" : "HardSwish", {y}, {"a"});
-    y = "a";
-  } else if (c.post == Post::kClip) {
-    b.Const("lo", Tensor::FromVector<float>({-0.25f}, {}));
-    b.Const("hi", Tensor::FromVector<float>({0.5f}, {}));
-    b.Node("Clip", {y, "lo", "hi"}, {"a"});
-    y = "a";
-  } else if (c.post == Post::kSilu) {
-    b.Node("Sigmoid", {y}, {"g"});
-    b.Node("Mul", {y, "g"}, {"a"});
-    y = "a";
-  }
+  const std::string y = AddPostOp(b, "c0", c.post);
   b.Const("wy", Rand({8, c.k, 1, 1}, seed++, -0.3f, 0.3f));  // a reader that takes NHWC
   b.Node("Conv", {y, "wy"}, {"out"});
   b.Output("out");

@@ -236,24 +236,27 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       fresh->pw = std::make_unique<Pointwise>(x.dim(0) * y[2] * y[3], x.dim(1), w.dim(0),
                                               fuse ? f : Fusion{});
     }
+    // The window as the own depthwise and first-layer kernels take it.
+    DwShape win;
+    win.n = x.dim(0);
+    win.c = x.dim(1);
+    win.h = x.dim(2);
+    win.w = x.dim(3);
+    win.kh = w.dim(2);
+    win.kw = w.dim(3);
+    win.sh = ss[0];
+    win.sw = ss[1];
+    win.oh = y[2];
+    win.ow = y[3];
+    win.pad_t = pl[0];
+    win.pad_l = pl[1];
     // A first layer (few channels, plain image in, NHWC out): the own kernel reads the rows in
     // place.
     if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && group == 1 &&
         in_layout == Layout::kPlain && nhwc_ok && dd[0] == 0 && dd[1] == 0) {
       StemShape sh;
-      sh.n = x.dim(0);
-      sh.c = x.dim(1);
-      sh.h = x.dim(2);
-      sh.w = x.dim(3);
+      static_cast<DwShape&>(sh) = win;
       sh.k = w.dim(0);
-      sh.kh = w.dim(2);
-      sh.kw = w.dim(3);
-      sh.sh = ss[0];
-      sh.sw = ss[1];
-      sh.oh = y[2];
-      sh.ow = y[3];
-      sh.pad_t = pl[0];
-      sh.pad_l = pl[1];
       if (StemWanted(sh, fuse ? f : Fusion{})) {
         fresh->wino_act = false;
         fresh->out_layout = Layout::kNhwc;
@@ -262,26 +265,12 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
     }
     // Depthwise, dilation 1: the own kernel where DwConvWanted says so.
     if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem &&
-        group == x.dim(1) && w.dim(0) == group && w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0) {
-      DwShape ds;
-      ds.n = x.dim(0);
-      ds.c = x.dim(1);
-      ds.h = x.dim(2);
-      ds.w = x.dim(3);
-      ds.kh = w.dim(2);
-      ds.kw = w.dim(3);
-      ds.sh = ss[0];
-      ds.sw = ss[1];
-      ds.oh = y[2];
-      ds.ow = y[3];
-      ds.pad_t = pl[0];
-      ds.pad_l = pl[1];
-      if (DwConvWanted(ds, fuse ? f : Fusion{})) {
-        fresh->wino_act = false;
-        fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
-        fresh->dw = std::make_unique<DwConv>(ds, in_layout, fresh->out_layout, res_layout,
-                                             fuse ? f : Fusion{});
-      }
+        group == x.dim(1) && w.dim(0) == group && w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0 &&
+        DwConvWanted(win, fuse ? f : Fusion{})) {
+      fresh->wino_act = false;
+      fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
+      fresh->dw = std::make_unique<DwConv>(win, in_layout, fresh->out_layout, res_layout,
+                                           fuse ? f : Fusion{});
     }
     if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv && !fresh->pw && !fresh->stem) {
       try {

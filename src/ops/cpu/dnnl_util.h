@@ -4,6 +4,9 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
 #endif
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -148,6 +151,14 @@ struct DnnlIo {
 };
 
 // Runs fn(begin, end) over [0, n) on the provider's OpenMP threads.
+// An own kernel's switch from the environment variable `var`: "onednn" 0 (off), "own" 1 (every
+// shape it takes), anything else or unset -1 (its rule). Callers read it once.
+inline int KernelModeFromEnv(const char* var) {
+  const char* e = std::getenv(var);
+  if (!e) return -1;
+  return std::strcmp(e, "onednn") == 0 ? 0 : std::strcmp(e, "own") == 0 ? 1 : -1;
+}
+
 template <typename F>
 void ParallelRange(int64_t n, int64_t min_chunk, F&& fn) {
   int64_t chunks = n / (min_chunk > 0 ? min_chunk : 1);

@@ -38,12 +38,7 @@ size_t Align64(size_t b) {
 int Mode() {
   const int m = g_mode.load();
   if (m >= 0) return m;
-  static const int env = [] {
-    const char* e = std::getenv("FERRY_DWCONV");
-    if (!e) return -1;
-    const std::string v(e);
-    return v == "onednn" ? 0 : v == "own" ? 1 : -1;
-  }();
+  static const int env = KernelModeFromEnv("FERRY_DWCONV");
   return env;
 }
 

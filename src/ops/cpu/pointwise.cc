@@ -28,12 +28,7 @@ constexpr int64_t kBlock = 64;  // output channels per block (4 zmm)
 
 // -1 auto, 0 off (onednn), 1 every eligible conv (own): FERRY_PW, read once.
 int Mode() {
-  static const int m = [] {
-    const char* e = std::getenv("FERRY_PW");
-    if (!e) return -1;
-    const std::string v(e);
-    return v == "onednn" ? 0 : v == "own" ? 1 : -1;
-  }();
+  static const int m = KernelModeFromEnv("FERRY_PW");
   return m;
 }
 

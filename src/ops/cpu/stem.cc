@@ -30,12 +30,7 @@ std::atomic<int> g_forced{-1};  // SetStemModeForTesting
 int Mode() {
   const int f = g_forced.load();
   if (f >= 0) return f;
-  static const int m = [] {
-    const char* e = std::getenv("FERRY_STEM");
-    if (!e) return -1;
-    const std::string v(e);
-    return v == "onednn" ? 0 : v == "own" ? 1 : -1;
-  }();
+  static const int m = KernelModeFromEnv("FERRY_STEM");
   return m;
 }
 

@@ -22,15 +22,14 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernel.h"
+#include "ops/cpu/dwconv.h"
 
 namespace ferry::ops::cpu {
 
-struct StemShape {
-  int64_t n = 0, c = 0, h = 0, w = 0;  // input [N, C, H, W], plain
-  int64_t k = 0;                       // output channels
-  int64_t kh = 0, kw = 0, sh = 1, sw = 1;
-  int64_t oh = 0, ow = 0;        // output spatial size
-  int64_t pad_t = 0, pad_l = 0;  // leading pads
+// The window of a depthwise conv (input [N, C, H, W] plain here, kernel, strides, output size,
+// leading pads) plus the output channels.
+struct StemShape : DwShape {
+  int64_t k = 0;
 };
 
 // The CPU has AVX-512F and the kernel is not switched off (FERRY_STEM=onednn).
