@@ -117,7 +117,11 @@ TEST(PointwiseRule, LargeImagesFewChannels) {
   relu.act = ops::cpu::Fusion::Act::kRelu;
   EXPECT_TRUE(ops::cpu::PointwiseWanted(112 * 112, 16, 64, relu));
   EXPECT_TRUE(ops::cpu::PointwiseWanted(28 * 28, 144, 48, {}));
-  EXPECT_FALSE(ops::cpu::PointwiseWanted(112 * 112, 32, 16, {}));  // plain projection to 16
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(112 * 112, 32, 16, {}));   // plain projection to 16
+  EXPECT_FALSE(ops::cpu::PointwiseWanted(55 * 55, 128, 16, relu));  // squeeze to 16 + Relu
+  ops::cpu::Fusion sum;
+  sum.sum = true;
+  EXPECT_TRUE(ops::cpu::PointwiseWanted(112 * 112, 16, 16, sum));  // 16 + residual
   ops::cpu::Fusion silu;
   silu.act = ops::cpu::Fusion::Act::kSwish;
   EXPECT_TRUE(ops::cpu::PointwiseWanted(14 * 14, 112, 672, silu));   // 14x14 expand, SiLU

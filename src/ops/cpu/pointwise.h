@@ -28,10 +28,10 @@ namespace ferry::ops::cpu {
 // The CPU has AVX-512F and the kernel is not switched off (FERRY_PW=onednn).
 bool PointwiseSupported();
 // The rule: images of at least 28x28 with at most 256 input and output channels, or at least
-// 14x14 with at most 128 input channels (expansions up to 1024) and SiLU / HardSwish, and a post-op
-// (`fusion`: residual, Relu / Clip, SiLU, HardSwish) or at least 48 output channels, where the
-// measurements in src/ops/cpu/README.md favour the own kernel; FERRY_PW=own takes every 1x1
-// stride-1 unpadded NHWC conv, FERRY_PW=onednn none.
+// 14x14 with at most 128 input channels (expansions up to 1024) and SiLU / HardSwish; and at
+// least 48 output channels, or 24 with a post-op, or a residual / SiLU / HardSwish (pointwise.cc
+// has the measurements); FERRY_PW=own takes every 1x1 stride-1 unpadded NHWC conv,
+// FERRY_PW=onednn none.
 bool PointwiseWanted(int64_t pixels_per_image, int64_t c, int64_t k, const Fusion& fusion);
 // Number of Pointwise runs in this process (tests check the path was taken).
 uint64_t PointwiseRuns();
