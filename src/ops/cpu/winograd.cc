@@ -526,6 +526,11 @@ ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
   // medians: 123 GFLOP/s vs oneDNN's 111), else oneDNN.
   if (WinogradAvx512() && s.oh * s.ow < 100)
     return s.c >= 64 && s.k >= 64 ? ConvAlgo::kGemm : ConvAlgo::kDirect;
+  // Images under 20x20 (F(2x2)) with at most 32 input channels: too little work for the
+  // transforms and the three phases' barriers (GoogLeNet's 14x14 branch convs, 16-32 -> 48-128
+  // channels, per node own / oneDNN direct: 1.06-1.24 at 1 thread, 1.4-2.3 at 2; 28x28 ones with
+  // F(4x4) win, 0.76-0.85).
+  if (s.oh * s.ow < 400 && s.c <= 32) return ConvAlgo::kDirect;
   return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
 }
 
