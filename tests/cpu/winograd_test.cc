@@ -250,6 +250,13 @@ TEST(WinogradRule, PicksAnAlgorithmPerShape) {
     EXPECT_EQ(ops::cpu::ConvAlgoOverride(), ConvAlgo::kDirect);
   }
   EXPECT_NE(ops::cpu::ConvAlgoOverride(), ConvAlgo::kDirect);
+  // Few input channels: direct on a 14x14 image (GoogLeNet's branch convs), Winograd on 28x28.
+  s.c = 16;
+  s.k = 48;
+  s.h = s.w = s.oh = s.ow = 14;
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kDirect);
+  s.h = s.w = s.oh = s.ow = 28;
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kWinograd4);
 }
 
 }  // namespace
