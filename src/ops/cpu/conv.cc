@@ -9,9 +9,11 @@
 // 3x3 stride-1 group-1 convolutions run as Winograd instead (winograd.h) where ChooseConvAlgo
 // (or FERRY_CONV_ALGO / SetConvAlgoOverride) says so and the CPU has AVX2+FMA; no oneDNN
 // primitive is created for them; or, where the rule says kGemm (small images, many channels,
-// AVX-512), as one im2col GEMM with an own kernel (conv_gemm.h). Depthwise convolutions
-// (group == C == K, dilation 1, stride 1 or 2) of the shapes DwConvWanted picks run the own
-// AVX-512 kernel of dwconv.h, every fused post-op included.
+// AVX-512), as one im2col GEMM with an own kernel (conv_gemm.h), which also takes 1x1 convs on
+// small images (PointwiseGemm). Own AVX-512 kernels, every fused post-op included, also run
+// depthwise convolutions (dwconv.h, DwConvWanted), 1x1 convs on large images with few channels
+// (pointwise.h, PointwiseWanted) and a first layer on the plain image (stem.h, StemWanted); a 1x1
+// conv of a 1x1 image (Squeeze-Excitation's FCs) is a matrix-vector product (GemvTransB).
 #include <cstring>
 #include <string>
 
@@ -61,12 +63,9 @@ struct ConvState : KernelState {
   float gemv_lo = 0.f, gemv_hi = 0.f;
 };
 
-// FERRY_CONV_GEMV=0 keeps SE's 1x1-image convs on oneDNN (benchmarking).
+// FERRY_CONV_GEMV=onednn keeps SE's 1x1-image convs on oneDNN (benchmarking).
 bool ConvGemvWanted() {
-  static const bool on = [] {
-    const char* e = std::getenv("FERRY_CONV_GEMV");
-    return !e || std::strcmp(e, "0") != 0;
-  }();
+  static const bool on = KernelModeFromEnv("FERRY_CONV_GEMV") != 0;
   return on;
 }
 
@@ -162,13 +161,14 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
     const bool unit = ss[0] == 1 && ss[1] == 1 && dd[0] == 0 && dd[1] == 0 && x.dim(0) > 0 &&
                       x.dim(1) > 0 && w.dim(0) > 0 && y[2] > 0 && y[3] > 0;
     const bool k3 = group == 1 && w.dim(2) == 3 && w.dim(3) == 3 && unit && WinogradSupported();
-    // (1x1: NHWC in, out and residual only; ConvGemm's other layouts go through scalar loops,
-    // which cost more than oneDNN's whole convolution: MnasNet's last conv, plain out, 0.30 ->
-    // 1.07 ms; RegNet's, nChw8c in, 0.29 -> 0.34.)
-    const bool k1 = !gemv && group == 1 && w.dim(2) == 1 && w.dim(3) == 1 && unit && pl[0] == 0 &&
-                    pl[1] == 0 && pr[0] == 0 && pr[1] == 0 && ConvGemmSupported() &&
-                    in_layout == Layout::kNhwc && nhwc_ok &&
-                    (!fuse || !f.sum || res_layout == Layout::kNhwc);
+    // A 1x1 conv the own GEMM (small images) or the pointwise kernel (large ones) may take: NHWC
+    // in, out and residual only (ConvGemm's other layouts go through scalar loops, which cost
+    // more than oneDNN's whole convolution: MnasNet's last conv, plain out, 0.30 -> 1.07 ms;
+    // RegNet's, nChw8c in, 0.29 -> 0.34).
+    const bool pointwise = group == 1 && w.dim(2) == 1 && w.dim(3) == 1 && unit && pl[0] == 0 &&
+                           pl[1] == 0 && pr[0] == 0 && pr[1] == 0 && in_layout == Layout::kNhwc &&
+                           nhwc_ok && (!fuse || !f.sum || res_layout == Layout::kNhwc);
+    const bool k1 = !gemv && pointwise && ConvGemmSupported();
     if (k3 || k1) {
       WinogradShape ws;
       ws.n = x.dim(0);
@@ -226,10 +226,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       fresh->out_layout = nhwc_ok ? Layout::kNhwc : Layout::kPlain;
     }
     // 1x1 on a large NHWC image with few channels: the own kernel where PointwiseWanted says so.
-    if (!fresh->wino && !fresh->gemm && !fresh->gemv && group == 1 && w.dim(2) == 1 &&
-        w.dim(3) == 1 && ss[0] == 1 && ss[1] == 1 && pl[0] == 0 && pl[1] == 0 && pr[0] == 0 &&
-        pr[1] == 0 && in_layout == Layout::kNhwc && nhwc_ok &&
-        (!fuse || !f.sum || res_layout == Layout::kNhwc) && x.dim(0) > 0 &&
+    if (!fresh->wino && !fresh->gemm && !fresh->gemv && pointwise &&
         PointwiseWanted(y[2] * y[3], x.dim(1), w.dim(0), fuse ? f : Fusion{})) {
       fresh->wino_act = false;
       fresh->out_layout = Layout::kNhwc;
