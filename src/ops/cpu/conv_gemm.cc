@@ -210,11 +210,7 @@ bool ConvGemmSupported() {
 }
 
 bool PointwiseGemm(const WinogradShape& s) {
-  static const int forced = [] {
-    const char* e = std::getenv("FERRY_CONV1X1");
-    if (!e) return -1;
-    return std::strcmp(e, "gemm") == 0 ? 1 : std::strcmp(e, "onednn") == 0 ? 0 : -1;
-  }();
+  static const int forced = KernelModeFromEnv("FERRY_CONV1X1", "gemm");
   if (!ConvGemmSupported()) return false;
   if (forced >= 0) return forced == 1;
   return s.oh * s.ow < 100 && s.c >= 64 && (s.k % 64 == 0 || s.k >= 256);

@@ -151,12 +151,12 @@ struct DnnlIo {
 };
 
 // Runs fn(begin, end) over [0, n) on the provider's OpenMP threads.
-// An own kernel's switch from the environment variable `var`: "onednn" 0 (off), "own" 1 (every
-// shape it takes), anything else or unset -1 (its rule). Callers read it once.
-inline int KernelModeFromEnv(const char* var) {
+// An own kernel's switch from the environment variable `var`: "onednn" 0 (off), `on` ("own" unless
+// given) 1 (every shape it takes), anything else or unset -1 (its rule). Callers read it once.
+inline int KernelModeFromEnv(const char* var, const char* on = "own") {
   const char* e = std::getenv(var);
   if (!e) return -1;
-  return std::strcmp(e, "onednn") == 0 ? 0 : std::strcmp(e, "own") == 0 ? 1 : -1;
+  return std::strcmp(e, "onednn") == 0 ? 0 : std::strcmp(e, on) == 0 ? 1 : -1;
 }
 
 template <typename F>

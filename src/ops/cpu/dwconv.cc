@@ -5,9 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <string>
 #include <tuple>
 
 #include "ops/cpu/act512.h"

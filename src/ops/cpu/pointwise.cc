@@ -5,10 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <limits>
-#include <string>
 #include <tuple>
 
 #include "ops/cpu/act512.h"

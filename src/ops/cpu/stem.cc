@@ -6,9 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <string>
 #include <tuple>
 
 #include "ops/cpu/act512.h"
