@@ -161,7 +161,7 @@ class GraphExecutor {
   void PlanPatterns(const std::vector<int>& producer,
                     const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
                     const std::vector<bool>& is_const, const std::vector<bool>& sub_read,
-                    std::vector<bool>* taken);
+                    std::vector<int>* pattern_of);
   int Intern(const std::string& name) {
     auto [it, inserted] = ids_.emplace(name, static_cast<int>(names_.size()));
     if (inserted) names_.push_back(name);
@@ -496,8 +496,13 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
       }
     return false;
   };
-  std::vector<bool> absorbed(steps_.size(), false);
-  PlanPatterns(producer, users, is_const, sub_read, &absorbed);
+  // A pattern's steps also get their fusions planned, each within its own match (a Conv in a
+  // pattern still takes the Relu after it), for the runs where the pattern kernel declines.
+  // `absorbed`: steps taken by a pattern or fused into another step; `fused_in`: the latter.
+  std::vector<int> pattern_of(steps_.size(), -1);
+  PlanPatterns(producer, users, is_const, sub_read, &pattern_of);
+  std::vector<bool> absorbed(steps_.size(), false), fused_in(steps_.size(), false);
+  for (size_t s = 0; s < steps_.size(); ++s) absorbed[s] = pattern_of[s] >= 0;
   // Exact (erf) GELU of v as torch exports nn.GELU: d = v / sqrt(2) (or v * (1 / sqrt(2)), step
   // `scale`), Erf(d), Add(., 1), Mul(v, .) (step `mul`), Mul(., 0.5); or with the halving first,
   // Mul(v, 0.5) (step `mul`) times Add(., 1); every intermediate read only by the next step.
@@ -563,9 +568,11 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
       for (size_t i = 0; i < st.inputs.size(); ++i)
         st.slot->const_inputs[i] = st.inputs[i] >= 0 && is_const[static_cast<size_t>(st.inputs[i])];
     }
-    if (!st.cpu || st.cpu->fuse_input <= 0 || absorbed[s] || st.outputs.empty() ||
+    if (!st.cpu || st.cpu->fuse_input <= 0 || fused_in[s] || st.outputs.empty() ||
         st.outputs[0] < 0)
       continue;
+    // Whether step t may be fused into s: not fused already, in the same pattern or in none.
+    const auto joinable = [&](size_t t) { return !fused_in[t] && pattern_of[t] == pattern_of[s]; };
     int v = st.outputs[0];
     Fusion f;
     std::vector<size_t> absorb;
@@ -581,7 +588,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
           const Step& ms = steps_[m];
           const ir::Node& gn = *gs.node;
           const ir::Node& mn = *ms.node;
-          if (!gn.domain.empty() || !mn.domain.empty() || absorbed[g] || absorbed[m] ||
+          if (!gn.domain.empty() || !mn.domain.empty() || !joinable(g) || !joinable(m) ||
               mn.op_type != "Mul" || ms.opset < 7 || ms.inputs.size() != 2 ||
               ms.outputs.size() != 1 || ms.outputs[0] < 0 || gs.outputs.size() != 1 ||
               gs.outputs[0] < 0 || gs.inputs.size() != 1)
@@ -600,7 +607,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
         const size_t a = users[vu][0].first, b = users[vu][1].first;
         std::vector<size_t> gelu_steps;
         // GELU only after a MatMul (the one kernel that takes it): a Conv keeps its Add.
-        if (st.node->op_type == "MatMul" &&
+        if (st.node->op_type == "MatMul" && pattern_of[s] < 0 &&
             (Gelu(v, a, b, &gelu_steps) || Gelu(v, b, a, &gelu_steps))) {
           f.act = Fusion::Act::kGelu;
           absorb.insert(absorb.end(), gelu_steps.begin(), gelu_steps.end());
@@ -620,7 +627,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
       const Step& ts = steps_[t];
       const ir::Node& n = *ts.node;
       if ((!n.domain.empty() && n.domain != "ai.onnx") || ts.outputs.size() != 1 ||
-          ts.outputs[0] < 0 || absorbed[t])
+          ts.outputs[0] < 0 || !joinable(t))
         break;
       if (n.op_type == "Add" && !f.sum && f.act == Fusion::Act::kNone && ts.opset >= 7 &&
           ts.inputs.size() == 2) {
@@ -655,7 +662,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     st.absorb = absorb;
     st.fused_output = v;
     st.residual = residual;
-    for (size_t t : absorb) absorbed[t] = true;
+    for (size_t t : absorb) absorbed[t] = fused_in[t] = true;
   }
   PlanMemo(is_const, absorbed, users, sub_read);
 }
@@ -736,11 +743,11 @@ void GraphExecutor::PlanMemo(const std::vector<bool>& is_const, const std::vecto
 // the matches the runtime can honour: each absorbed step comes after the host, no value
 // computed inside the match (but its output) is read outside it or exposed (graph output,
 // subgraph read), every value it reads exists before the host runs, and no step belongs to two
-// matches. `taken` marks the steps of accepted matches (hosts included).
+// matches. `pattern_of` gives each step of an accepted match (host included) the match's host.
 void GraphExecutor::PlanPatterns(const std::vector<int>& producer,
                                  const std::vector<std::vector<std::pair<size_t, size_t>>>& users,
                                  const std::vector<bool>& is_const,
-                                 const std::vector<bool>& sub_read, std::vector<bool>* taken) {
+                                 const std::vector<bool>& sub_read, std::vector<int>* pattern_of) {
   const auto patterns = ops::cpu::AllPatterns();
   if (patterns.empty()) return;
   class View final : public ops::cpu::GraphView {
@@ -792,14 +799,14 @@ void GraphExecutor::PlanPatterns(const std::vector<int>& producer,
   };
   View view(*this, producer, users, is_const);
   for (size_t h = 0; h < steps_.size(); ++h) {
-    if ((*taken)[h]) continue;
+    if ((*pattern_of)[h] >= 0) continue;
     for (const ops::cpu::Pattern& p : patterns) {
       ops::cpu::PatternMatch m;
       if (!p.match(view, h, &m) || !m.kernel || m.output < 0) continue;
       std::set<size_t> in_match = {h};
       bool ok = true;
       for (size_t t : m.absorbed)
-        ok = ok && t > h && t < steps_.size() && !(*taken)[t] && in_match.insert(t).second;
+        ok = ok && t > h && t < steps_.size() && (*pattern_of)[t] < 0 && in_match.insert(t).second;
       bool writes_output = false;
       for (size_t t : in_match) {
         for (int o : steps_[t].outputs) {
@@ -829,7 +836,7 @@ void GraphExecutor::PlanPatterns(const std::vector<int>& producer,
       for (int v : m.inputs)
         plan->slot->const_inputs.push_back(v >= 0 && is_const[static_cast<size_t>(v)]);
       steps_[h].pattern = std::move(plan);
-      for (size_t t : in_match) (*taken)[t] = true;
+      for (size_t t : in_match) (*pattern_of)[t] = static_cast<int>(h);
       // A value the match reads may have its last reader before the host (QDQ patterns read
       // the integer tensor a DequantizeLinear before them also reads): keep it until the host.
       for (int v : m.inputs)

@@ -342,6 +342,31 @@ void FromNhwc(const float* src, Layout to, int64_t N, int64_t C, int64_t H, int6
   });
 }
 
+// The activation of `f` as the tiles apply it.
+Post PostOf(const Fusion& f) {
+  Post p;
+  switch (f.act) {
+    case Fusion::Act::kSwish:
+      p.act = Act::kSwish;
+      break;
+    case Fusion::Act::kHardSwish:
+      p.act = Act::kHardSwish;
+      break;
+    default:
+      p.act = Act::kClamp;
+      std::tie(p.lo, p.hi) = f.bounds();
+      break;
+  }
+  return p;
+}
+
+using RowFn = void (*)(const Args&, int64_t, int64_t);
+RowFn RowFor(Act a) {
+  return a == Act::kSwish       ? Row<Act::kSwish>
+         : a == Act::kHardSwish ? Row<Act::kHardSwish>
+                                : Row<Act::kClamp>;
+}
+
 }  // namespace
 
 bool DwConvSupported() {
@@ -403,6 +428,21 @@ void DwConv::PackWeights(const float* w) {
     for (int64_t c = 0; c < cp_; ++c) d[t * cp_ + c] = c < s_.c ? w[c * taps + t] : 0.f;
 }
 
+void DwConv::RunRows(const DwShape& band, const float* x, const float* bias_padded, float* y,
+                     int64_t oy_begin, int64_t oy_end) const {
+  Args g;
+  g.s = &band;
+  g.cp = cp_;
+  g.w = w_.data() + w_off_;
+  g.bias = bias_padded;
+  g.x = x;
+  g.res = nullptr;
+  g.y = y;
+  g.post = PostOf(fusion_);
+  const RowFn row = RowFor(g.post.act);
+  for (int64_t oy = oy_begin; oy < oy_end; ++oy) row(g, 0, oy);
+}
+
 void DwConv::Run(const float* x, const float* bias, const float* res, float* y,
                  void* scratch) const {
   g_runs.fetch_add(1, std::memory_order_relaxed);
@@ -431,22 +471,8 @@ void DwConv::Run(const float* x, const float* bias, const float* res, float* y,
     }
   }
   g.y = out_ == Layout::kNhwc ? y : reinterpret_cast<float*>(sb + off_y_);
-  switch (fusion_.act) {
-    case Fusion::Act::kSwish:
-      g.post.act = Act::kSwish;
-      break;
-    case Fusion::Act::kHardSwish:
-      g.post.act = Act::kHardSwish;
-      break;
-    default:
-      g.post.act = Act::kClamp;
-      std::tie(g.post.lo, g.post.hi) = fusion_.bounds();
-      break;
-  }
-  void (*row)(const Args&, int64_t, int64_t) = g.post.act == Act::kSwish ? Row<Act::kSwish>
-                                               : g.post.act == Act::kHardSwish
-                                                   ? Row<Act::kHardSwish>
-                                                   : Row<Act::kClamp>;
+  g.post = PostOf(fusion_);
+  const RowFn row = RowFor(g.post.act);
   ParallelRange(s.n * s.oh, 1, [&](int64_t b, int64_t e) {
     for (int64_t item = b; item < e; ++item) row(g, item / s.oh, item % s.oh);
   });

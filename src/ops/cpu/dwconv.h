@@ -61,6 +61,12 @@ class DwConv {
   // bias: [C] or null; res: the residual (may alias y); scratch: scratch_bytes(), 64-byte
   // aligned. Runs on the calling thread's OpenMP team.
   void Run(const float* x, const float* bias, const float* res, float* y, void* scratch) const;
+  // Output rows [oy_begin, oy_end) of image 0 of `band` (the prepared shape with another h, oh
+  // and pad_t: a horizontal strip of a larger image), on the calling thread only: x, y NHWC
+  // strips, no residual; bias_padded: padded_channels() floats, 64-byte aligned.
+  void RunRows(const DwShape& band, const float* x, const float* bias_padded, float* y,
+               int64_t oy_begin, int64_t oy_end) const;
+  int64_t padded_channels() const { return cp_; }
 
  private:
   DwShape s_;

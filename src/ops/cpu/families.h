@@ -24,6 +24,8 @@ std::span<const KernelDef> RnnKernels();        // rnn.cc: GRU, LSTM (own GEMM +
 std::span<const KernelDef> ConcatKernels();     // concat.cc: Concat (any layout)
 std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalization (inference)
 std::span<const Pattern> BatchNormPatterns();   // batchnorm.cc: Concat -> BN [-> Relu]
+// mbconv.cc: 1x1 -> act -> depthwise -> act -> 1x1 [-> + x] (the inverted residual block)
+std::span<const Pattern> MbConvPatterns();
 // qmatmul.cc: DynamicQuantizeLinear, MatMulInteger, QLinearMatMul (own int8 GEMM, qgemm.h)
 std::span<const KernelDef> QMatMulKernels();
 std::span<const Pattern> QMatMulPatterns();  // qmatmul.cc: the dynamic-quantized MatMul chain
@@ -36,6 +38,9 @@ void SetRnnScalarOnlyForTesting(bool on);
 void SetRnnNoAvx512ForTesting(bool on);
 // Tests only: the path a GRU/LSTM prepared now would take: 0 scalar, 1 AVX2, 2 AVX-512.
 int RnnPathForTesting();
+// Tests only: the expanded rows one strip of mbconv.cc's block kernel may hold, in bytes (a few
+// bytes: one output row per strip); 0: the default. Takes effect when a block's state is built.
+void SetMbConvStripBytesForTesting(int64_t bytes);
 // Tests only: caps pool.cc's own MaxPool loops at AVX2 (1) or scalar (2); 0: the widest.
 void SetMaxPoolIsaForTesting(int cap);
 

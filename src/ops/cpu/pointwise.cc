@@ -177,8 +177,8 @@ void Pointwise::PackWeights(const float* w) {
   }
 }
 
-void Pointwise::Run(const float* x, const float* bias, const float* res, float* y) const {
-  g_runs.fetch_add(1, std::memory_order_relaxed);
+void Pointwise::Go(const float* x, const float* bias, const float* res, float* y, int64_t m,
+                   bool parallel) const {
   Args g;
   g.c = c_;
   g.k = k_;
@@ -194,12 +194,23 @@ void Pointwise::Run(const float* x, const float* bias, const float* res, float* 
       fusion_.act == Fusion::Act::kSwish       ? Range<Act::kSwish>
       : fusion_.act == Fusion::Act::kHardSwish ? Range<Act::kHardSwish>
                                                : Range<Act::kClamp>;
+  if (!parallel) return range(g, 0, m);
   // Contiguous pixel ranges per thread, in multiples of 12 (every tile height divides it).
-  const int64_t units = (m_ + 11) / 12;
+  const int64_t units = (m + 11) / 12;
   // (Every unit is 12 pixels x C x K multiply-adds, 200 K and up on the shapes the rule takes: a
   // 14x14 image's 17 units split too. With a minimum of 16 units per thread those ran on one
   // thread, and MobileNetV2's 14x14 expansions at 2 threads lost 13-38% to oneDNN.)
-  ParallelRange(units, 1, [&](int64_t b, int64_t e) { range(g, b * 12, std::min(m_, e * 12)); });
+  ParallelRange(units, 1, [&](int64_t b, int64_t e) { range(g, b * 12, std::min(m, e * 12)); });
+}
+
+void Pointwise::Run(const float* x, const float* bias, const float* res, float* y) const {
+  g_runs.fetch_add(1, std::memory_order_relaxed);
+  Go(x, bias, res, y, m_, true);
+}
+
+void Pointwise::RunSerial(const float* x, const float* bias, const float* res, float* y,
+                          int64_t m) const {
+  Go(x, bias, res, y, m, false);
 }
 
 }  // namespace ferry::ops::cpu

@@ -46,8 +46,13 @@ class Pointwise {
   // x [m][c], res [m][k] (read when fusion.sum; may alias y), y [m][k], all NHWC; bias [k] or null.
   // Runs on the calling OpenMP threads.
   void Run(const float* x, const float* bias, const float* res, float* y) const;
+  // The same for the first m pixels of x / res / y (any m), on the calling thread only (the
+  // fused inverted residual block runs one per thread on its rows).
+  void RunSerial(const float* x, const float* bias, const float* res, float* y, int64_t m) const;
 
  private:
+  void Go(const float* x, const float* bias, const float* res, float* y, int64_t m,
+          bool parallel) const;
   int64_t m_, c_, k_;
   Fusion fusion_;
   std::vector<int64_t> block_off_;  // per output block: offset of its packed weights

@@ -94,8 +94,8 @@ std::span<const KernelDef* const> AllKernels() {
 std::span<const Pattern> AllPatterns() {
   static const std::vector<Pattern> all = [] {
     std::vector<Pattern> v;
-    for (auto fam :
-         {NormPatterns(), QMatMulPatterns(), QuantPatterns(), PoolPatterns(), BatchNormPatterns()})
+    for (auto fam : {NormPatterns(), QMatMulPatterns(), QuantPatterns(), PoolPatterns(),
+                     BatchNormPatterns(), MbConvPatterns()})
       v.insert(v.end(), fam.begin(), fam.end());
     return v;
   }();

@@ -1,0 +1,413 @@
+// The inverted residual block of MobileNetV2 / MnasNet (1x1 expand -> act -> depthwise -> act ->
+// 1x1 project [-> + x]) as one pattern kernel, computed a strip of rows at a time on each thread.
+//
+// Run as separate convolutions, the block writes its expanded tensor (4-6x the block's input
+// channels) to memory and reads it back twice, each conv is its own parallel region and each
+// splits the image its own way, so at 2 threads the rows a thread reads were mostly written by
+// the other one. Here each thread takes a contiguous range of output rows and walks it in strips
+// of `band` rows: it expands the input rows the strip's depthwise window needs into a
+// thread-local buffer (rows the previous strip already expanded are moved to its front, not
+// computed again), runs the depthwise rows on it into a second buffer, and projects those rows
+// into the output, adding the residual. Both buffers stay in the core's L2; one parallel region
+// per block. The three steps are the own kernels (pointwise.h, dwconv.h) on the calling thread, so
+// every output element is summed in the same order as there, at any thread count.
+//
+// params: {kh, kw, sh, sw, pt, pl, pb, pr, act1, lo1, hi1, act2, lo2, hi2, act3, lo3, hi3,
+// residual} (act3: after the projection and the residual).
+// inputs: {x, W1, B1, Wd, Bd, W2, B2} (absent biases: -1).
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/dwconv.h"
+#include "ops/cpu/families.h"
+#include "ops/cpu/pointwise.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+enum Param : size_t {
+  kKh,
+  kKw,
+  kSh,
+  kSw,
+  kPt,
+  kPl,
+  kPb,
+  kPr,
+  kAct1,
+  kLo1,
+  kHi1,
+  kAct2,
+  kLo2,
+  kHi2,
+  kAct3,
+  kLo3,
+  kHi3,
+  kResidual,
+  kNumParams
+};
+
+// Output images smaller than this run as separate convs (MnasNet's 7x7 blocks: one strip per row
+// leaves a thread 4 of 7 rows at 2 threads, and the own GEMM beats the pointwise kernel there).
+constexpr int64_t kMinPixels = 100;
+
+// Bytes of expanded rows a strip may hold (the buffer stays in L2 with the depthwise output);
+// SetMbConvStripBytesForTesting overrides it.
+constexpr int64_t kStripBytes = 384 * 1024;
+std::atomic<int64_t> g_strip_bytes{0};
+
+bool Enabled() {
+  static const bool on = KernelModeFromEnv("FERRY_MBCONV") != 0;
+  return on && PointwiseSupported() && DwConvSupported();
+}
+
+bool IsOnnxOp(const ir::Node& n, std::string_view op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+// A float scalar constant (absent: `dflt`).
+bool ScalarOf(const GraphView& g, int v, float dflt, float* out) {
+  if (v < 0) {
+    *out = dflt;
+    return true;
+  }
+  const Tensor* t = g.constant(v);
+  if (!t || t->dtype() != DType::kFloat || t->size() != 1) return false;
+  *out = t->data<float>()[0];
+  return true;
+}
+
+// The single reader of value v, or -1.
+int OnlyReader(const GraphView& g, int v) {
+  const std::vector<size_t> r = g.readers(v);
+  return r.size() == 1 ? static_cast<int>(r[0]) : -1;
+}
+
+// After value *v: a Relu or Clip (constant bounds) that alone reads it. Sets f and moves *v to
+// its output, adding the step to `steps`; without one f stays kNone.
+bool TakeAct(const GraphView& g, int* v, Fusion* f, std::vector<size_t>* steps) {
+  const int r = OnlyReader(g, *v);
+  if (r < 0) return false;
+  const size_t s = static_cast<size_t>(r);
+  const ir::Node& n = g.node(s);
+  if (IsOnnxOp(n, "Relu") && g.opset(s) >= 6) {
+    f->act = Fusion::Act::kRelu;
+  } else if (IsOnnxOp(n, "Clip") && g.opset(s) >= 6) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    if (g.opset(s) < 11) {
+      f->lo = n.attr_float("min", -kInf);
+      f->hi = n.attr_float("max", kInf);
+    } else if (!ScalarOf(g, g.input(s, 1), -kInf, &f->lo) ||
+               !ScalarOf(g, g.input(s, 2), kInf, &f->hi)) {
+      return false;
+    }
+    f->act = Fusion::Act::kClip;
+  } else {
+    return true;  // no activation
+  }
+  if (g.output(s, 0) < 0) return false;
+  steps->push_back(s);
+  *v = g.output(s, 0);
+  return true;
+}
+
+// Conv step s with constant float weights [k0, k1, kh, kw] and bias, dilation 1, explicit pads;
+// fills its weight dims, group, strides and pads.
+struct ConvAt {
+  const Tensor* w = nullptr;
+  int64_t group = 1;
+  std::vector<int64_t> strides, pads;
+};
+bool ConvStep(const GraphView& g, size_t s, ConvAt* c) {
+  const ir::Node& n = g.node(s);
+  if (!IsOnnxOp(n, "Conv") || n.inputs.size() < 2 || g.output(s, 0) < 0) return false;
+  c->w = g.constant(g.input(s, 1));
+  if (!c->w || c->w->dtype() != DType::kFloat || c->w->rank() != 4) return false;
+  if (n.inputs.size() > 2 && g.input(s, 2) >= 0) {
+    const Tensor* b = g.constant(g.input(s, 2));
+    if (!b || b->dtype() != DType::kFloat || b->rank() != 1 || b->dim(0) != c->w->dim(0))
+      return false;
+  }
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && !auto_pad.empty()) return false;
+  std::vector<int64_t> dil = n.attr_ints("dilations"), ks = n.attr_ints("kernel_shape");
+  for (int64_t d : dil)
+    if (d != 1) return false;
+  if (!ks.empty() && (ks.size() != 2 || ks[0] != c->w->dim(2) || ks[1] != c->w->dim(3)))
+    return false;
+  c->group = n.attr_int("group", 1);
+  c->strides = n.attr_ints("strides");
+  c->pads = n.attr_ints("pads");
+  if (c->strides.empty()) c->strides = {1, 1};
+  if (c->pads.empty()) c->pads = {0, 0, 0, 0};
+  return c->strides.size() == 2 && c->pads.size() == 4;
+}
+
+bool Pointwise1x1(const ConvAt& c) {
+  return c.group == 1 && c.w->dim(2) == 1 && c.w->dim(3) == 1 && c.strides[0] == 1 &&
+         c.strides[1] == 1 && c.pads == std::vector<int64_t>{0, 0, 0, 0};
+}
+
+const KernelDef* MbConvKernel();
+
+bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
+  ConvAt e, d, p;
+  if (!Enabled() || !ConvStep(g, host, &e) || !Pointwise1x1(e)) return false;
+  const int x = g.input(host, 0);
+  std::vector<size_t> steps;
+  Fusion f1, f2, f3;
+  int v = g.output(host, 0);
+  if (!TakeAct(g, &v, &f1, &steps)) return false;
+  // The depthwise conv, 3x3 or 5x5, stride 1 or 2.
+  int r = OnlyReader(g, v);
+  if (r < 0 || !ConvStep(g, static_cast<size_t>(r), &d) || g.input(static_cast<size_t>(r), 0) != v)
+    return false;
+  const int64_t exp = e.w->dim(0), c = e.w->dim(1);
+  const int64_t kh = d.w->dim(2), kw = d.w->dim(3);
+  if (d.group != exp || d.w->dim(0) != exp || d.w->dim(1) != 1 || kh != kw ||
+      (kh != 3 && kh != 5) || d.strides[0] != d.strides[1] || d.strides[0] < 1 || d.strides[0] > 2)
+    return false;
+  for (int64_t pd : d.pads)
+    if (pd < 0 || pd >= kh) return false;
+  const size_t dw_step = static_cast<size_t>(r);
+  steps.push_back(dw_step);
+  v = g.output(dw_step, 0);
+  if (!TakeAct(g, &v, &f2, &steps)) return false;
+  // The projection.
+  r = OnlyReader(g, v);
+  if (r < 0 || !ConvStep(g, static_cast<size_t>(r), &p) || !Pointwise1x1(p) ||
+      g.input(static_cast<size_t>(r), 0) != v || p.w->dim(1) != exp)
+    return false;
+  const size_t proj_step = static_cast<size_t>(r);
+  steps.push_back(proj_step);
+  v = g.output(proj_step, 0);
+  // The residual: Add(projection, x) as the projection's only reader.
+  bool residual = false;
+  r = OnlyReader(g, v);
+  if (r >= 0 && p.w->dim(0) == c && d.strides[0] == 1 && d.pads[0] + d.pads[2] == kh - 1 &&
+      d.pads[1] + d.pads[3] == kw - 1) {
+    const size_t a = static_cast<size_t>(r);
+    const ir::Node& an = g.node(a);
+    if (IsOnnxOp(an, "Add") && g.opset(a) >= 7 && an.inputs.size() == 2 && g.output(a, 0) >= 0 &&
+        ((g.input(a, 0) == v && g.input(a, 1) == x) ||
+         (g.input(a, 1) == v && g.input(a, 0) == x))) {
+      residual = true;
+      steps.push_back(a);
+      v = g.output(a, 0);
+    }
+  }
+  // An activation of the result (ShuffleNetV2's branches end in a Relu).
+  if (OnlyReader(g, v) >= 0 && !TakeAct(g, &v, &f3, &steps)) return false;
+  auto bias = [&](size_t s) { return g.node(s).inputs.size() > 2 ? g.input(s, 2) : -1; };
+  m->kernel = MbConvKernel();
+  m->absorbed = steps;
+  m->inputs = {x,
+               g.input(host, 1),
+               bias(host),
+               g.input(dw_step, 1),
+               bias(dw_step),
+               g.input(proj_step, 1),
+               bias(proj_step)};
+  m->output = v;
+  m->params = {static_cast<float>(kh),           static_cast<float>(kw),
+               static_cast<float>(d.strides[0]), static_cast<float>(d.strides[1]),
+               static_cast<float>(d.pads[0]),    static_cast<float>(d.pads[1]),
+               static_cast<float>(d.pads[2]),    static_cast<float>(d.pads[3])};
+  for (const Fusion* f : {&f1, &f2, &f3})
+    m->params.insert(m->params.end(), {static_cast<float>(f->act), f->lo, f->hi});
+  m->params.push_back(residual ? 1.f : 0.f);
+  return true;
+}
+
+struct MbState : KernelState {
+  StateKey key;
+  DwShape s;             // the depthwise conv on the whole image
+  int64_t e = 0, k = 0;  // expanded and output channels
+  bool residual = false;
+  int64_t band = 1;           // output rows per strip
+  size_t ebuf = 0, dbuf = 0;  // per-thread buffer bytes (expanded rows, depthwise rows)
+  std::unique_ptr<Pointwise> expand, project;
+  std::unique_ptr<DwConv> dw;
+  std::vector<float> dw_bias;  // padded to dw->padded_channels(), plus alignment slack
+  size_t dw_bias_off = 0;
+  const void* packed_from = nullptr;
+};
+
+size_t Align64(size_t b) {
+  return (b + 63) / 64 * 64;
+}
+
+Fusion ActOf(const std::vector<float>& p, size_t at) {
+  Fusion f;
+  f.act = static_cast<Fusion::Act>(static_cast<int>(p[at]));
+  f.lo = p[at + 1];
+  f.hi = p[at + 2];
+  return f;
+}
+
+Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
+  const std::vector<float>& p = slot.params;
+  bool ok = p.size() == kNumParams && ctx.num_inputs() == 7 && !slot.nhwc_ok.empty() &&
+            slot.nhwc_ok[0] && !slot.in_layouts.empty() && slot.in_layouts[0] == Layout::kNhwc;
+  for (size_t i : {size_t{0}, size_t{1}, size_t{3}, size_t{5}})
+    ok = ok && ctx.input_is_tensor(i) && ctx.input(i).dtype() == DType::kFloat &&
+         ctx.input(i).rank() == 4;
+  for (size_t i = 1; i < 7; ++i)
+    ok = ok && slot.const_inputs.size() > i && (ctx.has_input(i) ? slot.const_inputs[i] : true);
+  for (size_t i : {size_t{2}, size_t{4}, size_t{6}})
+    ok = ok &&
+         (!ctx.has_input(i) || (ctx.input(i).dtype() == DType::kFloat && ctx.input(i).rank() == 1));
+  if (!ok) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<MbState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    const Tensor &x = ctx.input(0), &w1 = ctx.input(1), &wd = ctx.input(3), &w2 = ctx.input(5);
+    auto fresh = std::make_unique<MbState>();
+    fresh->key = key;
+    DwShape& s = fresh->s;
+    s.n = x.dim(0);
+    s.c = wd.dim(0);
+    s.h = x.dim(2);
+    s.w = x.dim(3);
+    s.kh = static_cast<int64_t>(p[kKh]);
+    s.kw = static_cast<int64_t>(p[kKw]);
+    s.sh = static_cast<int64_t>(p[kSh]);
+    s.sw = static_cast<int64_t>(p[kSw]);
+    s.pad_t = static_cast<int64_t>(p[kPt]);
+    s.pad_l = static_cast<int64_t>(p[kPl]);
+    const int64_t pb = static_cast<int64_t>(p[kPb]), pr = static_cast<int64_t>(p[kPr]);
+    const int64_t span_h = s.h + s.pad_t + pb - s.kh, span_w = s.w + s.pad_l + pr - s.kw;
+    s.oh = span_h < 0 ? 0 : span_h / s.sh + 1;
+    s.ow = span_w < 0 ? 0 : span_w / s.sw + 1;
+    fresh->e = s.c;
+    fresh->k = w2.dim(0);
+    fresh->residual = p[kResidual] != 0.f;
+    const auto bias_ok = [&](size_t i, int64_t n) {
+      return !ctx.has_input(i) || ctx.input(i).dim(0) == n;
+    };
+    // Shapes the steps would reject (they report the error when run one by one).
+    if (w1.dim(0) != s.c || w1.dim(1) != x.dim(1) || w1.dim(2) != 1 || w1.dim(3) != 1 ||
+        wd.dim(1) != 1 || wd.dim(2) != s.kh || wd.dim(3) != s.kw || w2.dim(1) != s.c ||
+        w2.dim(2) != 1 || w2.dim(3) != 1 || !bias_ok(2, s.c) || !bias_ok(4, s.c) ||
+        !bias_ok(6, fresh->k) || s.n < 1 || s.oh < 1 || s.ow < 1 || x.dim(1) < 1 ||
+        s.oh * s.ow < kMinPixels ||
+        (fresh->residual && (fresh->k != x.dim(1) || s.oh != s.h || s.ow != s.w))) {
+      slot.declined = true;
+      return Status::Ok();
+    }
+    fresh->expand = std::make_unique<Pointwise>(s.n * s.h * s.w, x.dim(1), s.c, ActOf(p, kAct1));
+    fresh->dw =
+        std::make_unique<DwConv>(s, Layout::kNhwc, Layout::kNhwc, Layout::kNhwc, ActOf(p, kAct2));
+    Fusion pf = ActOf(p, kAct3);
+    pf.sum = fresh->residual;
+    fresh->project = std::make_unique<Pointwise>(s.n * s.oh * s.ow, s.c, fresh->k, pf);
+    const int64_t cp = fresh->dw->padded_channels();
+    fresh->dw_bias.assign(static_cast<size_t>(cp + 16), 0.f);
+    fresh->dw_bias_off =
+        ((64 - reinterpret_cast<uintptr_t>(fresh->dw_bias.data()) % 64) % 64) / sizeof(float);
+    // Strip height: as many output rows as keep the expanded rows within the budget.
+    const int64_t row_bytes = s.w * s.c * static_cast<int64_t>(sizeof(float));
+    const int64_t rows =
+        std::max<int64_t>(s.kh, (g_strip_bytes.load() > 0 ? g_strip_bytes.load() : kStripBytes) /
+                                    std::max<int64_t>(row_bytes, 1));
+    fresh->band = std::clamp<int64_t>((rows - s.kh) / s.sh + 1, 1, s.oh);
+    fresh->ebuf = Align64(static_cast<size_t>(((fresh->band - 1) * s.sh + s.kh) * row_bytes));
+    fresh->dbuf = Align64(sizeof(float) * static_cast<size_t>(fresh->band * s.ow * s.c));
+    slot.state = std::move(fresh);
+    st = static_cast<MbState*>(slot.state.get());
+  }
+  const void* wptr = ctx.input(3).raw();
+  if (st->packed_from != wptr) {
+    st->expand->PackWeights(ctx.input(1).data<float>());
+    st->dw->PackWeights(ctx.input(3).data<float>());
+    st->project->PackWeights(ctx.input(5).data<float>());
+    float* bias = st->dw_bias.data() + st->dw_bias_off;
+    for (int64_t c = 0; c < st->e; ++c)
+      bias[c] = ctx.has_input(4) ? ctx.input(4).data<float>()[c] : 0.f;
+    st->packed_from = wptr;
+  }
+  ctx.set_output(0, DType::kFloat, {st->s.n, st->k, st->s.oh, st->s.ow});
+  slot.out_layouts.assign(1, Layout::kNhwc);
+  return Status::Ok();
+}
+
+void RunMbConv(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const MbState*>(slot.state.get());
+  const DwShape& s = st->s;
+  const int64_t cin = ctx.input(0).dim(1), e = st->e, k = st->k;
+  const float* x = ctx.input(0).data<float>();
+  const float* b1 = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
+  const float* b2 = ctx.has_input(6) ? ctx.input(6).data<float>() : nullptr;
+  const float* bd = st->dw_bias.data() + st->dw_bias_off;
+  float* y = ctx.output(0).data<float>();
+  const size_t per_thread = st->ebuf + st->dbuf;
+  auto* scratch = static_cast<std::byte*>(
+      slot.provider->Scratch(0, per_thread * static_cast<size_t>(omp_get_max_threads())));
+  const int64_t row = s.w * e;  // floats per expanded row
+  ParallelRange(s.n * s.oh, 1, [&](int64_t begin, int64_t end) {
+    std::byte* mine = scratch + per_thread * static_cast<size_t>(omp_get_thread_num());
+    auto* eb = reinterpret_cast<float*>(mine);
+    auto* db = reinterpret_cast<float*>(mine + st->ebuf);
+    int64_t have_n = -1, have0 = 0, have1 = 0;  // eb holds rows [have0, have1) of image have_n
+    for (int64_t item = begin; item < end;) {
+      const int64_t n = item / s.oh, a = item % s.oh;
+      const int64_t b = std::min({s.oh, a + st->band, a + (end - item)});
+      // The input rows the strip's window reads.
+      const int64_t i0 = std::max<int64_t>(0, a * s.sh - s.pad_t);
+      const int64_t i1 = std::min(s.h, (b - 1) * s.sh - s.pad_t + s.kh);
+      int64_t from = i0;
+      if (have_n == n && have0 <= i0 && i0 < have1) {
+        std::memmove(eb, eb + (i0 - have0) * row,
+                     sizeof(float) * static_cast<size_t>((have1 - i0) * row));
+        from = have1;
+      }
+      if (from < i1)
+        st->expand->RunSerial(x + (n * s.h + from) * s.w * cin, b1, nullptr, eb + (from - i0) * row,
+                              (i1 - from) * s.w);
+      have_n = n;
+      have0 = i0;
+      have1 = i1;
+      DwShape strip = s;
+      strip.n = 1;
+      strip.h = i1 - i0;
+      strip.oh = b - a;
+      strip.pad_t = s.pad_t - a * s.sh + i0;
+      st->dw->RunRows(strip, eb, bd, db, 0, b - a);
+      const int64_t out_at = (n * s.oh + a) * s.ow;
+      st->project->RunSerial(db, b2, st->residual ? x + out_at * cin : nullptr, y + out_at * k,
+                             (b - a) * s.ow);
+      item += b - a;
+    }
+  });
+}
+
+constexpr KernelDef kMbConv = {"", "MbConv (pattern)", 1,        1000, nullptr, 0,
+                               0,  PrepareMbConv,      RunMbConv};
+
+const KernelDef* MbConvKernel() {
+  return &kMbConv;
+}
+
+constexpr Pattern kPatterns[] = {{"MbConv", MatchMbConv}};
+
+}  // namespace
+
+void SetMbConvStripBytesForTesting(int64_t bytes) {
+  g_strip_bytes.store(bytes);
+}
+
+std::span<const Pattern> MbConvPatterns() {
+  return kPatterns;
+}
+
+}  // namespace ferry::ops::cpu
