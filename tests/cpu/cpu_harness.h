@@ -120,7 +120,8 @@ Tensor RandInts(DType dt, const Shape& shape, int lo, int hi, uint32_t seed) {
 // The activations the conv kernel tests put after a value `y` (the runtime fuses them into the
 // conv that writes `y`); returns the name of the result. Clip is [-0.25, 0.5]. `tag` keeps the
 // added names unique.
-enum class PostOp { kNone, kRelu, kClip, kSilu, kHardSwish };
+// kHardSwishGate: v * HardSigmoid(v) (alpha 1/6, beta 0.5), torch's export of nn.Hardswish.
+enum class PostOp { kNone, kRelu, kClip, kSilu, kHardSwish, kHardSwishGate };
 inline std::string AddPostOp(GraphBuilder& b, const std::string& y, PostOp op,
                              const std::string& tag = "post") {
   const std::string out = tag + "_out";
@@ -140,6 +141,13 @@ inline std::string AddPostOp(GraphBuilder& b, const std::string& y, PostOp op,
       b.Node("Sigmoid", {y}, {tag + "_gate"});
       b.Node("Mul", {y, tag + "_gate"}, {out});
       return out;
+    case PostOp::kHardSwishGate: {
+      ir::Node& h = b.Node("HardSigmoid", {y}, {tag + "_gate"});
+      SetFloat(h, "alpha", 1.f / 6.f);
+      SetFloat(h, "beta", 0.5f);
+      b.Node("Mul", {tag + "_gate", y}, {out});
+      return out;
+    }
   }
   return y;
 }

@@ -2,10 +2,11 @@
 // 1x1 project [-> + x] [-> act]) against the reference convolutions, on seeded awkward shapes:
 // odd channel counts around the 16-channel vectors and 64-channel output blocks, non-square
 // images, 3x3 and 5x5 windows at strides 1 and 2 with symmetric and asymmetric pads, Relu / Clip
-// / no activation at each step, with and without the residual and biases, batch 1 and 2; strips
-// of one output row (every strip reuses rows the previous one expanded) and of the default
-// height; images up to 14x14 by channel groups; the same bits at 1 and 2 threads. Blocks the
-// kernel declines (a plain input) run as separate convolutions that still take their activations.
+// / SiLU / HardSwish (op and gate) / no activation, with and without the residual and biases, batch
+// 1 and 2; strips of one output row (every strip reuses rows the previous one expanded) and of the
+// default height; images up to 14x14 by channel groups; the same bits at 1 and 2 threads. Blocks
+// the kernel declines (a plain input) run as separate convolutions that still take their
+// activations.
 #include <string>
 #include <vector>
 
@@ -93,6 +94,21 @@ const Block kBlocks[] = {
     {1, 40, 130, 40, 14, 14, 3, 1, {1, 1, 1, 1}, PostOp::kClip, PostOp::kRelu, true, true},
     {2, 17, 33, 70, 23, 21, 3, 2, {0, 1, 1, 0}, PostOp::kRelu, PostOp::kClip, false, true},
     {1, 3, 5, 3, 10, 12, 5, 1, {2, 2, 2, 2}, PostOp::kRelu, PostOp::kRelu, true, false},
+    // MobileNetV3 / EfficientNet activations: SiLU, HardSwish (the op, and torch's gate).
+    {1, 24, 72, 24, 16, 16, 5, 1, {2, 2, 2, 2}, PostOp::kSilu, PostOp::kHardSwishGate, true, true},
+    {1,
+     40,
+     120,
+     48,
+     11,
+     9,
+     3,
+     1,
+     {1, 1, 1, 1},
+     PostOp::kHardSwishGate,
+     PostOp::kHardSwish,
+     false,
+     true},
     // ShuffleNetV2's branch (no activation after the depthwise conv, Relu after the projection).
     {1,
      58,

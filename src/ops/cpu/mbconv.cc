@@ -94,14 +94,47 @@ int OnlyReader(const GraphView& g, int v) {
   return r.size() == 1 ? static_cast<int>(r[0]) : -1;
 }
 
-// After value *v: a Relu or Clip (constant bounds) that alone reads it. Sets f and moves *v to
-// its output, adding the step to `steps`; without one f stays kNone.
-bool TakeAct(const GraphView& g, int* v, Fusion* f, std::vector<size_t>* steps) {
-  const int r = OnlyReader(g, *v);
-  if (r < 0) return false;
-  const size_t s = static_cast<size_t>(r);
+// The gate v * Sigmoid(v) (SiLU) or v * HardSigmoid(v) (HardSwish) on value v read by steps a
+// and b: its activation (kNone when it is not one) and the Mul.
+Fusion::Act Gate(const GraphView& g, int v, size_t a, size_t b, size_t* mul) {
+  for (auto [gs, ms] : {std::pair{a, b}, std::pair{b, a}}) {
+    const ir::Node& gn = g.node(gs);
+    const ir::Node& mn = g.node(ms);
+    const int gv = g.output(gs, 0);
+    if (!IsOnnxOp(mn, "Mul") || g.opset(ms) < 7 || gv < 0 || g.output(ms, 0) < 0 ||
+        OnlyReader(g, gv) != static_cast<int>(ms) || g.input(gs, 0) != v ||
+        !((g.input(ms, 0) == v && g.input(ms, 1) == gv) ||
+          (g.input(ms, 1) == v && g.input(ms, 0) == gv)))
+      continue;
+    *mul = ms;
+    if (IsOnnxOp(gn, "Sigmoid") && g.opset(gs) >= 6) return Fusion::Act::kSwish;
+    if (IsOnnxOp(gn, "HardSigmoid") && g.opset(gs) >= 6 &&
+        gn.attr_float("alpha", 0.2f) == 1.f / 6.f && gn.attr_float("beta", 0.5f) == 0.5f)
+      return Fusion::Act::kHardSwish;
+  }
+  return Fusion::Act::kNone;
+}
+
+// After value *v: a Relu, a Clip (constant bounds) or, with `gates`, a HardSwish that alone
+// reads it, or a SiLU / HardSwish gate (Gate). Sets f and moves *v to its output, adding the
+// steps to `steps`; without one f stays kNone.
+bool TakeAct(const GraphView& g, int* v, Fusion* f, std::vector<size_t>* steps, bool gates) {
+  const std::vector<size_t> readers = g.readers(*v);
+  if (gates && readers.size() == 2) {
+    size_t mul = 0;
+    f->act = Gate(g, *v, readers[0], readers[1], &mul);
+    if (f->act == Fusion::Act::kNone) return false;
+    steps->push_back(std::min(readers[0], readers[1]));
+    steps->push_back(std::max(readers[0], readers[1]));
+    *v = g.output(mul, 0);
+    return true;
+  }
+  if (readers.size() != 1) return false;
+  const size_t s = readers[0];
   const ir::Node& n = g.node(s);
-  if (IsOnnxOp(n, "Relu") && g.opset(s) >= 6) {
+  if (gates && IsOnnxOp(n, "HardSwish") && g.opset(s) >= 14) {
+    f->act = Fusion::Act::kHardSwish;
+  } else if (IsOnnxOp(n, "Relu") && g.opset(s) >= 6) {
     f->act = Fusion::Act::kRelu;
   } else if (IsOnnxOp(n, "Clip") && g.opset(s) >= 6) {
     constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -168,7 +201,7 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
   std::vector<size_t> steps;
   Fusion f1, f2, f3;
   int v = g.output(host, 0);
-  if (!TakeAct(g, &v, &f1, &steps)) return false;
+  if (!TakeAct(g, &v, &f1, &steps, true)) return false;
   // The depthwise conv, 3x3 or 5x5, stride 1 or 2.
   int r = OnlyReader(g, v);
   if (r < 0 || !ConvStep(g, static_cast<size_t>(r), &d) || g.input(static_cast<size_t>(r), 0) != v)
@@ -183,7 +216,7 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
   const size_t dw_step = static_cast<size_t>(r);
   steps.push_back(dw_step);
   v = g.output(dw_step, 0);
-  if (!TakeAct(g, &v, &f2, &steps)) return false;
+  if (!TakeAct(g, &v, &f2, &steps, true)) return false;
   // The projection.
   r = OnlyReader(g, v);
   if (r < 0 || !ConvStep(g, static_cast<size_t>(r), &p) || !Pointwise1x1(p) ||
@@ -208,7 +241,7 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
     }
   }
   // An activation of the result (ShuffleNetV2's branches end in a Relu).
-  if (OnlyReader(g, v) >= 0 && !TakeAct(g, &v, &f3, &steps)) return false;
+  if (OnlyReader(g, v) >= 0 && !TakeAct(g, &v, &f3, &steps, false)) return false;
   auto bias = [&](size_t s) { return g.node(s).inputs.size() > 2 ? g.input(s, 2) : -1; };
   m->kernel = MbConvKernel();
   m->absorbed = steps;
