@@ -112,6 +112,9 @@ class GraphExecutor {
     std::vector<size_t> absorb;  // steps computed by this one when its kernel accepts `fusion`
     int fused_output = -1;       // the value the fused chain writes
     int residual = -1;           // fusion.sum: the value added
+    // A Conv's residual read by no later step outside its chain: the fused output may be
+    // written over it (in place; the arena plan gives both one slot).
+    bool residual_dies = false;
     // cpu provider: an Identity whose output may share its input's (owned) tensor, and a
     // Constant whose output may share its `value` attribute's tensor.
     bool alias = false;
@@ -662,6 +665,21 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     st.absorb = absorb;
     st.fused_output = v;
     st.residual = residual;
+    if (f.sum && st.node->op_type == "Conv") {
+      const size_t r = static_cast<size_t>(residual);
+      bool dies = !is_output_[r] && !sub_read[r];
+      for (auto [t, i] : users[r])
+        dies = dies && !steps_[t].view &&
+               (t <= s || std::find(absorb.begin(), absorb.end(), t) != absorb.end());
+      // (A view of it may outlive it.) Not when the conv itself reads it (Add(conv(x), x): its
+      // window would read what it has overwritten), nor any input that may be a view of another
+      // value's tensor.
+      for (int in : st.inputs) {
+        const int ps = in < 0 ? -1 : producer[static_cast<size_t>(in)];
+        dies = dies && in != residual && (ps < 0 || !steps_[static_cast<size_t>(ps)].view);
+      }
+      st.residual_dies = dies;
+    }
     for (size_t t : absorb) absorbed[t] = fused_in[t] = true;
   }
   PlanMemo(is_const, absorbed, users, sub_read);
@@ -913,10 +931,13 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
   ArenaPlan* plan = pit == plans_.end() ? nullptr : &pit->second;
   std::vector<size_t> sizes;
   std::vector<int> first, last;
+  // A fused Conv's output written over its residual (Step::residual_dies): output -> residual.
+  std::vector<int> over;
   if (!plan) {
     sizes.assign(names_.size(), 0);
     first.assign(names_.size(), 0);
     last.assign(names_.size(), static_cast<int>(steps_.size()));
+    over.assign(names_.size(), -1);
   }
   using ops::cpu::Layout;
   std::vector<Layout> layouts(cpu_on ? names_.size() : 0, Layout::kPlain);
@@ -1250,6 +1271,11 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
             steps_[t].provider = "fused";
             steps_[t].fused_into = static_cast<int>(s);
           }
+        if (!plan && slot.fused && st.fusion.sum && st.residual_dies) {
+          const size_t o = static_cast<size_t>(st.fused_output);
+          const size_t r = static_cast<size_t>(st.residual);
+          if (sizes[r] > 0 && sizes[o] == sizes[r]) over[o] = st.residual;
+        }
         st.provider = "cpu";
         ran = true;
       } else {
@@ -1360,7 +1386,24 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     // Values freed before their producer ran, or never freed, keep conservative lifetimes.
     for (size_t id = 0; id < sizes.size(); ++id)
       if (last[id] < first[id]) last[id] = first[id];
-    plans_.emplace(sig, MakePlan(sizes, first, last));
+    // In place: an output written over its residual takes the residual's slot, which lives
+    // until the output's last reader (chains of blocks share one slot).
+    auto root = [&](size_t v) {
+      while (over[v] >= 0) v = static_cast<size_t>(over[v]);
+      return v;
+    };
+    for (size_t id = 0; id < sizes.size(); ++id)
+      if (over[id] >= 0) {
+        const size_t r = root(id);
+        last[r] = std::max(last[r], last[id]);
+      }
+    std::vector<size_t> placed = sizes;
+    for (size_t id = 0; id < sizes.size(); ++id)
+      if (over[id] >= 0) placed[id] = 0;
+    ArenaPlan p = MakePlan(placed, first, last);
+    for (size_t id = 0; id < sizes.size(); ++id)
+      if (over[id] >= 0) p.slots[id] = p.slots[root(id)];
+    plans_.emplace(sig, std::move(p));
   }
   return Status::Ok();
 }

@@ -395,6 +395,11 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
       if (r != dst.get_data_handle())
         std::memcpy(dst.get_data_handle(), r, st->io.dst_md.get_size());
     } else {
+      if (r == dst.get_data_handle()) {  // in place, another layout: reorder from a copy
+        void* copy = p.Scratch(2, st->res_md.get_size());
+        std::memcpy(copy, r, st->res_md.get_size());
+        r = copy;
+      }
       memory res(st->res_md, eng, r);
       st->res_reorder.execute(s, res, dst);
     }

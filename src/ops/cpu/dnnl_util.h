@@ -21,7 +21,7 @@ class Provider {
   int threads() const { return threads_; }
   dnnl::engine& engine() { return engine_; }
   dnnl::stream& stream() { return stream_; }
-  // A session-wide buffer of at least `bytes` for slot `k` (0 or 1), valid until the next call
+  // A session-wide buffer of at least `bytes` for slot `k` (0, 1 or 2), valid until the next call
   // with a larger size for the same slot. Kernels run one at a time, so they may share it.
   void* Scratch(int k, size_t bytes);
 
@@ -33,7 +33,7 @@ class Provider {
     std::unique_ptr<std::byte[], void (*)(std::byte*)> data{nullptr, [](std::byte*) {}};
     size_t size = 0;
   };
-  Buffer scratch_[2];
+  Buffer scratch_[3];
 };
 
 // Shorthands.
