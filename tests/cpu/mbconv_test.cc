@@ -2,11 +2,11 @@
 // 1x1 project [-> + x] [-> act]) against the reference convolutions, on seeded awkward shapes:
 // odd channel counts around the 16-channel vectors and 64-channel output blocks, non-square
 // images, 3x3 and 5x5 windows at strides 1 and 2 with symmetric and asymmetric pads, Relu / Clip
-// / SiLU / HardSwish (op and gate) / no activation, with and without the residual and biases, batch
-// 1 and 2; strips of one output row (every strip reuses rows the previous one expanded) and of the
-// default height; images up to 14x14 by channel groups; the same bits at 1 and 2 threads. Blocks
-// the kernel declines (a plain input) run as separate convolutions that still take their
-// activations.
+// / SiLU / HardSwish (op and gate) / no activation, Squeeze-Excitation (EfficientNet's,
+// MobileNetV3's), with and without the residual and biases, batch 1 and 2; strips of one output row
+// (every strip reuses rows the previous one expanded) and of the default height; images up to 14x14
+// by channel groups; the same bits at 1 and 2 threads. Blocks the kernel declines (a plain input)
+// run as separate convolutions that still take their activations.
 #include <string>
 #include <vector>
 
@@ -27,6 +27,9 @@ struct Block {
   PostOp act1, act2;
   bool residual, bias;
   PostOp act3 = PostOp::kNone;  // after the projection (and the residual)
+  int64_t se = 0;               // Squeeze-Excitation's squeezed channels (0: none)
+  PostOp se_act = PostOp::kRelu;
+  bool hard_gate = false;  // HardSigmoid (MobileNetV3), else Sigmoid (EfficientNet)
 };
 
 // The block on the output of a 1x1 conv (so its input is channels-last), followed by another
@@ -57,7 +60,20 @@ void Build(GraphBuilder& b, const Block& k, uint32_t seed, bool plain = false,
   SetInt(*d, "group", k.e);
   SetInts(*d, "strides", {k.s, k.s});
   SetInts(*d, "pads", k.pads);
-  const std::string a2 = AddPostOp(b, "d", k.act2, "act2");
+  std::string a2 = AddPostOp(b, "d", k.act2, "act2");
+  if (k.se > 0) {
+    b.Node("GlobalAveragePool", {a2}, {"pool"});
+    conv("fc1", "pool", {k.se, k.e, 1, 1});
+    const std::string h = AddPostOp(b, "fc1", k.se_act, "se_act");
+    conv("fc2", h, {k.e, k.se, 1, 1});
+    ir::Node& gate = b.Node(k.hard_gate ? "HardSigmoid" : "Sigmoid", {"fc2"}, {"gate"});
+    if (k.hard_gate) {
+      SetFloat(gate, "alpha", 1.f / 6.f);
+      SetFloat(gate, "beta", 0.5f);
+    }
+    b.Node("Mul", {a2, "gate"}, {"scaled"});
+    a2 = "scaled";
+  }
   conv("p", a2, {k.k, k.e, 1, 1});
   std::string out = "p";
   if (k.residual) {
@@ -108,6 +124,74 @@ const Block kBlocks[] = {
      PostOp::kHardSwishGate,
      PostOp::kHardSwish,
      false,
+     true},
+    // Squeeze-Excitation: EfficientNet's (SiLU, Sigmoid gate), MobileNetV3's (Relu, HardSigmoid),
+    // by strips and by channel groups, batch 2.
+    {1,
+     16,
+     96,
+     24,
+     29,
+     23,
+     3,
+     2,
+     {1, 1, 1, 1},
+     PostOp::kSilu,
+     PostOp::kSilu,
+     false,
+     true,
+     PostOp::kNone,
+     4,
+     PostOp::kSilu},
+    {2,
+     24,
+     72,
+     24,
+     17,
+     16,
+     5,
+     1,
+     {2, 2, 2, 2},
+     PostOp::kHardSwishGate,
+     PostOp::kHardSwishGate,
+     true,
+     true,
+     PostOp::kNone,
+     18,
+     PostOp::kRelu,
+     true},
+    {2,
+     40,
+     120,
+     40,
+     7,
+     9,
+     5,
+     1,
+     {2, 2, 2, 2},
+     PostOp::kSilu,
+     PostOp::kSilu,
+     true,
+     true,
+     PostOp::kNone,
+     10,
+     PostOp::kSilu},
+    {1,
+     80,
+     200,
+     112,
+     13,
+     13,
+     3,
+     1,
+     {1, 1, 1, 1},
+     PostOp::kHardSwishGate,
+     PostOp::kRelu,
+     false,
+     false,
+     PostOp::kNone,
+     48,
+     PostOp::kRelu,
      true},
     // ShuffleNetV2's branch (no activation after the depthwise conv, Relu after the projection).
     {1,

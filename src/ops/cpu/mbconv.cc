@@ -27,7 +27,9 @@
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/dwconv.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/gemm_avx2.h"
 #include "ops/cpu/pointwise.h"
+#include "ops/cpu/vec.h"
 
 namespace ferry::ops::cpu {
 
@@ -52,6 +54,13 @@ enum Param : size_t {
   kLo3,
   kHi3,
   kResidual,
+  kSe,     // 1: Squeeze-Excitation between the depthwise conv and the projection
+  kSeAct,  // its first FC's activation (act, lo, hi)
+  kSeLo,
+  kSeHi,
+  kSeGate,  // 0 Sigmoid, 1 HardSigmoid (alpha, beta)
+  kSeAlpha,
+  kSeBeta,
   kNumParams
 };
 
@@ -123,7 +132,7 @@ bool TakeAct(const GraphView& g, int* v, Fusion* f, std::vector<size_t>* steps, 
   if (gates && readers.size() == 2) {
     size_t mul = 0;
     f->act = Gate(g, *v, readers[0], readers[1], &mul);
-    if (f->act == Fusion::Act::kNone) return false;
+    if (f->act == Fusion::Act::kNone) return true;  // no activation (the caller checks readers)
     steps->push_back(std::min(readers[0], readers[1]));
     steps->push_back(std::max(readers[0], readers[1]));
     *v = g.output(mul, 0);
@@ -194,6 +203,68 @@ bool Pointwise1x1(const ConvAt& c) {
 
 const KernelDef* MbConvKernel();
 
+// Squeeze-Excitation on value v (E channels): GlobalAveragePool(v) -> Conv 1x1 (E -> S) -> act
+// -> Conv 1x1 (S -> E) -> Sigmoid | HardSigmoid -> Mul(v, gate), the pool and the Mul v's only
+// readers. Adds its steps, sets *v to the Mul's output and fills the FCs' steps and params.
+struct SeAt {
+  size_t fc1 = 0, fc2 = 0;
+  Fusion act;
+  int gate = 0;  // 0 Sigmoid, 1 HardSigmoid
+  float alpha = 0.f, beta = 0.f;
+};
+bool TakeSe(const GraphView& g, int* v, int64_t e, SeAt* se, std::vector<size_t>* steps) {
+  const std::vector<size_t> r = g.readers(*v);
+  if (r.size() != 2) return false;
+  for (auto [gap, mul] : {std::pair{r[0], r[1]}, std::pair{r[1], r[0]}}) {
+    const ir::Node& gn = g.node(gap);
+    const ir::Node& mn = g.node(mul);
+    if (!IsOnnxOp(gn, "GlobalAveragePool") || !IsOnnxOp(mn, "Mul") || g.opset(mul) < 7 ||
+        g.output(gap, 0) < 0 || g.output(mul, 0) < 0)
+      continue;
+    std::vector<size_t> mine = {gap};
+    ConvAt c1, c2;
+    const int f1 = OnlyReader(g, g.output(gap, 0));
+    if (f1 < 0 || !ConvStep(g, static_cast<size_t>(f1), &c1) || !Pointwise1x1(c1) ||
+        g.input(static_cast<size_t>(f1), 0) != g.output(gap, 0) || c1.w->dim(1) != e)
+      return false;
+    mine.push_back(static_cast<size_t>(f1));
+    int hv = g.output(static_cast<size_t>(f1), 0);
+    if (!TakeAct(g, &hv, &se->act, &mine, true)) return false;
+    const int f2 = OnlyReader(g, hv);
+    if (f2 < 0 || !ConvStep(g, static_cast<size_t>(f2), &c2) || !Pointwise1x1(c2) ||
+        g.input(static_cast<size_t>(f2), 0) != hv || c2.w->dim(0) != e ||
+        c2.w->dim(1) != c1.w->dim(0))
+      return false;
+    mine.push_back(static_cast<size_t>(f2));
+    const int gt = OnlyReader(g, g.output(static_cast<size_t>(f2), 0));
+    if (gt < 0) return false;
+    const size_t gs = static_cast<size_t>(gt);
+    const ir::Node& gate = g.node(gs);
+    if (IsOnnxOp(gate, "Sigmoid") && g.opset(gs) >= 6) {
+      se->gate = 0;
+    } else if (IsOnnxOp(gate, "HardSigmoid") && g.opset(gs) >= 6) {
+      se->gate = 1;
+      se->alpha = gate.attr_float("alpha", 0.2f);
+      se->beta = gate.attr_float("beta", 0.5f);
+    } else {
+      return false;
+    }
+    const int gv = g.output(gs, 0);
+    if (gv < 0 || OnlyReader(g, gv) != static_cast<int>(mul) ||
+        !((g.input(mul, 0) == *v && g.input(mul, 1) == gv) ||
+          (g.input(mul, 1) == *v && g.input(mul, 0) == gv)))
+      return false;
+    mine.push_back(gs);
+    mine.push_back(mul);
+    se->fc1 = static_cast<size_t>(f1);
+    se->fc2 = static_cast<size_t>(f2);
+    steps->insert(steps->end(), mine.begin(), mine.end());
+    *v = g.output(mul, 0);
+    return true;
+  }
+  return false;
+}
+
 bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
   ConvAt e, d, p;
   if (!Enabled() || !ConvStep(g, host, &e) || !Pointwise1x1(e)) return false;
@@ -217,6 +288,9 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
   steps.push_back(dw_step);
   v = g.output(dw_step, 0);
   if (!TakeAct(g, &v, &f2, &steps, true)) return false;
+  SeAt se;
+  const bool has_se = g.readers(v).size() == 2;
+  if (has_se && !TakeSe(g, &v, exp, &se, &steps)) return false;
   // The projection.
   r = OnlyReader(g, v);
   if (r < 0 || !ConvStep(g, static_cast<size_t>(r), &p) || !Pointwise1x1(p) ||
@@ -252,6 +326,9 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
                bias(dw_step),
                g.input(proj_step, 1),
                bias(proj_step)};
+  if (has_se)
+    m->inputs.insert(m->inputs.end(),
+                     {g.input(se.fc1, 1), bias(se.fc1), g.input(se.fc2, 1), bias(se.fc2)});
   m->output = v;
   m->params = {static_cast<float>(kh),           static_cast<float>(kw),
                static_cast<float>(d.strides[0]), static_cast<float>(d.strides[1]),
@@ -260,6 +337,8 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
   for (const Fusion* f : {&f1, &f2, &f3})
     m->params.insert(m->params.end(), {static_cast<float>(f->act), f->lo, f->hi});
   m->params.push_back(residual ? 1.f : 0.f);
+  m->params.insert(m->params.end(), {has_se ? 1.f : 0.f, static_cast<float>(se.act.act), se.act.lo,
+                                     se.act.hi, static_cast<float>(se.gate), se.alpha, se.beta});
   return true;
 }
 
@@ -287,6 +366,15 @@ struct MbState : KernelState {
   bool by_channels = false;
   int64_t band = 1;
   size_t ebuf = 0, dbuf = 0, scratch = 0;
+  // Squeeze-Excitation (inputs 7-10: the FCs' weights and biases): S squeezed channels; in the
+  // provider's scratch 1: the whole depthwise output (strips; channel groups keep theirs), its
+  // channel sums (strips: per output row), the hidden FC values and the gates.
+  bool se = false;
+  int64_t sq = 0;
+  Fusion se_act;
+  int se_gate = 0;
+  float se_alpha = 0.f, se_beta = 0.f;
+  size_t off_dfull = 0, off_sums = 0, off_hid = 0, off_gate = 0, se_bytes = 0;
   const void* packed_from = nullptr;
 };
 
@@ -337,16 +425,22 @@ FERRY_AVX512 void SumPartials(const float* const* p, int groups, const float* re
 
 Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
   const std::vector<float>& p = slot.params;
-  bool ok = p.size() == kNumParams && ctx.num_inputs() == 7 && !slot.nhwc_ok.empty() &&
+  const bool se = p.size() == kNumParams && p[kSe] != 0.f;
+  const size_t n_in = se ? 11 : 7;
+  bool ok = p.size() == kNumParams && ctx.num_inputs() == n_in && !slot.nhwc_ok.empty() &&
             slot.nhwc_ok[0] && !slot.in_layouts.empty() && slot.in_layouts[0] == Layout::kNhwc;
   for (size_t i : {size_t{0}, size_t{1}, size_t{3}, size_t{5}})
     ok = ok && ctx.input_is_tensor(i) && ctx.input(i).dtype() == DType::kFloat &&
          ctx.input(i).rank() == 4;
-  for (size_t i = 1; i < 7; ++i)
+  for (size_t i = 1; i < n_in; ++i)
     ok = ok && slot.const_inputs.size() > i && (ctx.has_input(i) ? slot.const_inputs[i] : true);
-  for (size_t i : {size_t{2}, size_t{4}, size_t{6}})
-    ok = ok &&
-         (!ctx.has_input(i) || (ctx.input(i).dtype() == DType::kFloat && ctx.input(i).rank() == 1));
+  for (size_t i : {size_t{2}, size_t{4}, size_t{6}, size_t{8}, size_t{10}})
+    ok = ok && (i >= n_in || !ctx.has_input(i) ||
+                (ctx.input(i).dtype() == DType::kFloat && ctx.input(i).rank() == 1));
+  if (se)
+    for (size_t i : {size_t{7}, size_t{9}})
+      ok = ok && ctx.input_is_tensor(i) && ctx.input(i).dtype() == DType::kFloat &&
+           ctx.input(i).rank() == 4;
   if (!ok) {
     slot.declined = true;
     return Status::Ok();
@@ -387,6 +481,21 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
       slot.declined = true;
       return Status::Ok();
     }
+    if (se) {
+      const Tensor &f1 = ctx.input(7), &f2 = ctx.input(9);
+      fresh->se = true;
+      fresh->sq = f1.dim(0);
+      if (fresh->sq < 1 || f1.dim(1) != s.c || f1.dim(2) != 1 || f1.dim(3) != 1 ||
+          f2.dim(0) != s.c || f2.dim(1) != fresh->sq || f2.dim(2) != 1 || f2.dim(3) != 1 ||
+          !bias_ok(8, fresh->sq) || !bias_ok(10, s.c)) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+      fresh->se_act = ActOf(p, kSeAct);
+      fresh->se_gate = static_cast<int>(p[kSeGate]);
+      fresh->se_alpha = p[kSeAlpha];
+      fresh->se_beta = p[kSeBeta];
+    }
     const Fusion act1 = ActOf(p, kAct1), act2 = ActOf(p, kAct2);
     fresh->act3 = ActOf(p, kAct3);
     fresh->by_channels = s.oh * s.ow < kChannelSplitPixels;
@@ -421,6 +530,19 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
       fresh->ebuf = Align64(static_cast<size_t>(((fresh->band - 1) * s.sh + s.kh) * row_bytes));
       fresh->dbuf = Align64(sizeof(float) * static_cast<size_t>(fresh->band * s.ow * s.c));
     }
+    if (fresh->se) {
+      size_t off = 0;
+      auto take = [&](int64_t floats) {
+        const size_t at = off;
+        off += Align64(sizeof(float) * static_cast<size_t>(floats));
+        return at;
+      };
+      fresh->off_dfull = take(fresh->by_channels ? 0 : s.n * s.oh * s.ow * s.c);
+      fresh->off_sums = take((fresh->by_channels ? s.n : s.n * s.oh) * s.c);
+      fresh->off_hid = take(s.n * fresh->sq);
+      fresh->off_gate = take(s.n * s.c);
+      fresh->se_bytes = off;
+    }
     slot.state = std::move(fresh);
     st = static_cast<MbState*>(slot.state.get());
   }
@@ -450,26 +572,113 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
   return Status::Ok();
 }
 
+// out[c] = sum over `pixels` NHWC pixels of d[p][c] (c < e), in pixel order.
+FERRY_AVX512 void ChannelTotals(const float* d, int64_t pixels, int64_t e, float* out) {
+  for (int64_t c = 0; c < e; c += 16) {
+    const __mmask16 mk =
+        e - c >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (e - c)) - 1);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t q = 0; q < pixels; ++q)
+      acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mk, d + q * e + c));
+    _mm512_mask_storeu_ps(out + c, mk, acc);
+  }
+}
+
+// d[p][c] *= scale[c] over `pixels` NHWC pixels of e channels.
+FERRY_AVX512 void ScaleChannels(float* d, int64_t pixels, int64_t e, const float* scale) {
+  for (int64_t q = 0; q < pixels; ++q)
+    for (int64_t c = 0; c < e; c += 16) {
+      const __mmask16 mk = e - c >= 16 ? static_cast<__mmask16>(0xffff)
+                                       : static_cast<__mmask16>((1u << (e - c)) - 1);
+      float* at = d + q * e + c;
+      _mm512_mask_storeu_ps(
+          at, mk,
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, at), _mm512_maskz_loadu_ps(mk, scale + c)));
+    }
+}
+
+// The block's inputs a run reads.
+struct RunArgs {
+  const float *x, *b1, *b2;
+  const float *fc1, *fb1, *fc2, *fb2;  // Squeeze-Excitation
+  float* y;
+};
+
+// Squeeze-Excitation's gates from the channel totals of each image (sums, N x E): the mean, FC1
+// + its activation, FC2 + Sigmoid / HardSigmoid, on the calling thread.
+void SeGates(const MbState& st, const RunArgs& a, float* sums, float* hid, float* gate) {
+  const DwShape& s = st.s;
+  const float inv = 1.f / static_cast<float>(s.oh * s.ow);
+  GemmEpilogue e1, e2;
+  e1.bias = a.fb1;
+  e1.bias_cs = a.fb1 ? 1 : 0;
+  if (st.se_act.act == Fusion::Act::kRelu || st.se_act.act == Fusion::Act::kClip) {
+    e1.act =
+        st.se_act.act == Fusion::Act::kRelu ? GemmEpilogue::Act::kRelu : GemmEpilogue::Act::kClip;
+    e1.lo = st.se_act.lo;
+    e1.hi = st.se_act.hi;
+  }
+  e2.bias = a.fb2;
+  e2.bias_cs = a.fb2 ? 1 : 0;
+  for (int64_t n = 0; n < s.n; ++n) {
+    float* mean = sums + n * s.c;
+    for (int64_t c = 0; c < s.c; ++c) mean[c] *= inv;
+    float* h = hid + n * st.sq;
+    GemvTransB(mean, 1, s.c, a.fc1, s.c, st.sq, h, e1, 1);
+    if (st.se_act.act == Fusion::Act::kSwish || st.se_act.act == Fusion::Act::kHardSwish)
+      Vec().unary[static_cast<int>(st.se_act.act == Fusion::Act::kSwish ? UnOp::kSilu
+                                                                        : UnOp::kHardSwish)](
+          h, h, st.sq, 0.f, 0.f);
+    float* g = gate + n * s.c;
+    GemvTransB(h, 1, st.sq, a.fc2, st.sq, s.c, g, e2, 1);
+    if (st.se_gate == 0)
+      Vec().unary[static_cast<int>(UnOp::kSigmoid)](g, g, s.c, 0.f, 0.f);
+    else
+      Vec().unary[static_cast<int>(UnOp::kHardSigmoid)](g, g, s.c, st.se_alpha, st.se_beta);
+  }
+}
+
 // Small images: each channel group's expand, depthwise and partial projection on one thread
 // (no rows computed twice for the window's halo, as strips of a 7x7 image would), then the
-// partials summed with the residual and the activation, over the pixels.
-void RunByChannels(const MbState& st, const float* x, const float* b1, const float* b2, float* y,
-                   std::byte* scratch) {
+// partials summed with the residual and the activation, over the pixels. With
+// Squeeze-Excitation the groups also total their channels, the gates are computed between the
+// depthwise conv and the projection, and each group scales its depthwise output by them.
+void RunByChannels(const MbState& st, const RunArgs& a, std::byte* scratch, std::byte* se_buf) {
   const DwShape& s = st.s;
   const int64_t in_px = s.h * s.w, out_px = s.oh * s.ow;
-  ParallelRange(static_cast<int64_t>(st.stages.size()), 1, [&](int64_t gb, int64_t ge) {
+  const auto groups = static_cast<int64_t>(st.stages.size());
+  float* sums = st.se ? reinterpret_cast<float*>(se_buf + st.off_sums) : nullptr;
+  float* gate = st.se ? reinterpret_cast<float*>(se_buf + st.off_gate) : nullptr;
+  auto project = [&](int64_t gi) {
+    const Stage& g = st.stages[static_cast<size_t>(gi)];
+    const int64_t eg = g.e1 - g.e0;
+    auto* db = reinterpret_cast<float*>(scratch + g.off_d);
+    if (gate)
+      for (int64_t n = 0; n < s.n; ++n)
+        ScaleChannels(db + n * out_px * eg, out_px, eg, gate + n * s.c + g.e0);
+    g.project->RunSerial(db, gi == 0 ? a.b2 : nullptr, nullptr,
+                         reinterpret_cast<float*>(scratch + g.off_p), s.n * out_px);
+  };
+  ParallelRange(groups, 1, [&](int64_t gb, int64_t ge) {
     for (int64_t gi = gb; gi < ge; ++gi) {
       const Stage& g = st.stages[static_cast<size_t>(gi)];
       const int64_t eg = g.e1 - g.e0;
       auto* eb = reinterpret_cast<float*>(scratch + g.off_e);
       auto* db = reinterpret_cast<float*>(scratch + g.off_d);
-      g.expand->RunSerial(x, b1 ? b1 + g.e0 : nullptr, nullptr, eb, s.n * in_px);
-      for (int64_t n = 0; n < s.n; ++n)
+      g.expand->RunSerial(a.x, a.b1 ? a.b1 + g.e0 : nullptr, nullptr, eb, s.n * in_px);
+      for (int64_t n = 0; n < s.n; ++n) {
         g.dw->RunRows(g.s, eb + n * in_px * eg, g.bias(), db + n * out_px * eg, 0, s.oh);
-      g.project->RunSerial(db, gi == 0 ? b2 : nullptr, nullptr,
-                           reinterpret_cast<float*>(scratch + g.off_p), s.n * out_px);
+        if (sums) ChannelTotals(db + n * out_px * eg, out_px, eg, sums + n * s.c + g.e0);
+      }
+      if (!st.se) project(gi);
     }
   });
+  if (st.se) {
+    SeGates(st, a, sums, reinterpret_cast<float*>(se_buf + st.off_hid), gate);
+    ParallelRange(groups, 1, [&](int64_t gb, int64_t ge) {
+      for (int64_t gi = gb; gi < ge; ++gi) project(gi);
+    });
+  }
   std::vector<const float*> parts;
   for (const Stage& g : st.stages)
     parts.push_back(reinterpret_cast<const float*>(scratch + g.off_p));
@@ -479,40 +688,39 @@ void RunByChannels(const MbState& st, const float* x, const float* b1, const flo
   ParallelRange((total + 15) / 16, 64, [&](int64_t b, int64_t e) {
     std::vector<const float*> at(parts.size());
     for (size_t g = 0; g < parts.size(); ++g) at[g] = parts[g] + b * 16;
-    SumPartials(at.data(), static_cast<int>(at.size()), st.residual ? x + b * 16 : nullptr, lo, hi,
-                y + b * 16, std::min(total, e * 16) - b * 16);
+    SumPartials(at.data(), static_cast<int>(at.size()), st.residual ? a.x + b * 16 : nullptr, lo,
+                hi, a.y + b * 16, std::min(total, e * 16) - b * 16);
   });
 }
 
-void RunMbConv(OpContext& ctx, NodeSlot& slot) {
-  const auto* st = static_cast<const MbState*>(slot.state.get());
-  const DwShape& s = st->s;
-  const int64_t cin = ctx.input(0).dim(1), e = st->e, k = st->k;
-  const float* x = ctx.input(0).data<float>();
-  const float* b1 = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
-  const float* b2 = ctx.has_input(6) ? ctx.input(6).data<float>() : nullptr;
-  float* y = ctx.output(0).data<float>();
-  if (st->by_channels) {
-    RunByChannels(*st, x, b1, b2, y,
-                  static_cast<std::byte*>(slot.provider->Scratch(0, st->scratch)));
-    return;
-  }
-  const Stage& g = st->stages[0];
-  const size_t per_thread = st->ebuf + st->dbuf;
-  auto* scratch = static_cast<std::byte*>(
-      slot.provider->Scratch(0, per_thread * static_cast<size_t>(omp_get_max_threads())));
+// Large images: strips of output rows per thread (see the top). With Squeeze-Excitation the
+// depthwise rows go to the whole-image buffer with each row's channel totals; after the gates,
+// a second pass over the same rows scales them and projects.
+void RunStrips(const MbState& st, const RunArgs& a, std::byte* scratch, std::byte* se_buf) {
+  const DwShape& s = st.s;
+  const Stage& g = st.stages[0];
+  const int64_t cin = g.expand->channels_in(), e = st.e, k = st.k;
+  const size_t per_thread = st.ebuf + st.dbuf;
+  float* dfull = st.se ? reinterpret_cast<float*>(se_buf + st.off_dfull) : nullptr;
+  float* sums = st.se ? reinterpret_cast<float*>(se_buf + st.off_sums) : nullptr;
   const int64_t row = s.w * e;  // floats per expanded row
+  // Rows [a, b) of image n into y (their depthwise output at d).
+  auto project = [&](const float* d, int64_t n, int64_t oa, int64_t ob) {
+    const int64_t out_at = (n * s.oh + oa) * s.ow;
+    g.project->RunSerial(d, a.b2, st.residual ? a.x + out_at * cin : nullptr, a.y + out_at * k,
+                         (ob - oa) * s.ow);
+  };
   ParallelRange(s.n * s.oh, 1, [&](int64_t begin, int64_t end) {
     std::byte* mine = scratch + per_thread * static_cast<size_t>(omp_get_thread_num());
     auto* eb = reinterpret_cast<float*>(mine);
-    auto* db = reinterpret_cast<float*>(mine + st->ebuf);
+    auto* db = reinterpret_cast<float*>(mine + st.ebuf);
     int64_t have_n = -1, have0 = 0, have1 = 0;  // eb holds rows [have0, have1) of image have_n
     for (int64_t item = begin; item < end;) {
-      const int64_t n = item / s.oh, a = item % s.oh;
-      const int64_t b = std::min({s.oh, a + st->band, a + (end - item)});
+      const int64_t n = item / s.oh, oa = item % s.oh;
+      const int64_t ob = std::min({s.oh, oa + st.band, oa + (end - item)});
       // The input rows the strip's window reads.
-      const int64_t i0 = std::max<int64_t>(0, a * s.sh - s.pad_t);
-      const int64_t i1 = std::min(s.h, (b - 1) * s.sh - s.pad_t + s.kh);
+      const int64_t i0 = std::max<int64_t>(0, oa * s.sh - s.pad_t);
+      const int64_t i1 = std::min(s.h, (ob - 1) * s.sh - s.pad_t + s.kh);
       int64_t from = i0;
       if (have_n == n && have0 <= i0 && i0 < have1) {
         std::memmove(eb, eb + (i0 - have0) * row,
@@ -520,22 +728,71 @@ void RunMbConv(OpContext& ctx, NodeSlot& slot) {
         from = have1;
       }
       if (from < i1)
-        g.expand->RunSerial(x + (n * s.h + from) * s.w * cin, b1, nullptr, eb + (from - i0) * row,
-                            (i1 - from) * s.w);
+        g.expand->RunSerial(a.x + (n * s.h + from) * s.w * cin, a.b1, nullptr,
+                            eb + (from - i0) * row, (i1 - from) * s.w);
       have_n = n;
       have0 = i0;
       have1 = i1;
       DwShape strip = g.s;
       strip.h = i1 - i0;
-      strip.oh = b - a;
-      strip.pad_t = s.pad_t - a * s.sh + i0;
-      g.dw->RunRows(strip, eb, g.bias(), db, 0, b - a);
-      const int64_t out_at = (n * s.oh + a) * s.ow;
-      g.project->RunSerial(db, b2, st->residual ? x + out_at * cin : nullptr, y + out_at * k,
-                           (b - a) * s.ow);
-      item += b - a;
+      strip.oh = ob - oa;
+      strip.pad_t = s.pad_t - oa * s.sh + i0;
+      float* d = dfull ? dfull + (n * s.oh + oa) * s.ow * e : db;
+      g.dw->RunRows(strip, eb, g.bias(), d, 0, ob - oa);
+      if (dfull) {
+        for (int64_t oy = oa; oy < ob; ++oy)
+          ChannelTotals(d + (oy - oa) * s.ow * e, s.ow, e, sums + (n * s.oh + oy) * e);
+      } else {
+        project(d, n, oa, ob);
+      }
+      item += ob - oa;
     }
   });
+  if (!dfull) return;
+  // Each image's totals, its rows' in order (the same sums at any thread count).
+  for (int64_t n = 0; n < s.n; ++n) {
+    float* total = sums + n * e;
+    if (n > 0) std::copy_n(sums + n * s.oh * e, e, total);
+    for (int64_t oy = 1; oy < s.oh; ++oy) {
+      const float* r = sums + (n * s.oh + oy) * e;
+      for (int64_t c = 0; c < e; ++c) total[c] += r[c];
+    }
+  }
+  float* gate = reinterpret_cast<float*>(se_buf + st.off_gate);
+  SeGates(st, a, sums, reinterpret_cast<float*>(se_buf + st.off_hid), gate);
+  ParallelRange(s.n * s.oh, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end;) {
+      const int64_t n = item / s.oh, oa = item % s.oh;
+      const int64_t ob = std::min({s.oh, oa + st.band, oa + (end - item)});
+      float* d = dfull + (n * s.oh + oa) * s.ow * e;
+      ScaleChannels(d, (ob - oa) * s.ow, e, gate + n * e);
+      project(d, n, oa, ob);
+      item += ob - oa;
+    }
+  });
+}
+
+void RunMbConv(OpContext& ctx, NodeSlot& slot) {
+  const auto* st = static_cast<const MbState*>(slot.state.get());
+  auto in = [&](size_t i) { return ctx.has_input(i) ? ctx.input(i).data<float>() : nullptr; };
+  RunArgs a{in(0), in(2), in(6), nullptr, nullptr, nullptr, nullptr, ctx.output(0).data<float>()};
+  std::byte* se_buf = nullptr;
+  if (st->se) {
+    a.fc1 = in(7);
+    a.fb1 = in(8);
+    a.fc2 = in(9);
+    a.fb2 = in(10);
+    se_buf = static_cast<std::byte*>(slot.provider->Scratch(1, st->se_bytes));
+  }
+  if (st->by_channels) {
+    RunByChannels(*st, a, static_cast<std::byte*>(slot.provider->Scratch(0, st->scratch)), se_buf);
+    return;
+  }
+  const size_t per_thread = st->ebuf + st->dbuf;
+  RunStrips(*st, a,
+            static_cast<std::byte*>(
+                slot.provider->Scratch(0, per_thread * static_cast<size_t>(omp_get_max_threads()))),
+            se_buf);
 }
 
 constexpr KernelDef kMbConv = {"", "MbConv (pattern)", 1,        1000, nullptr, 0,

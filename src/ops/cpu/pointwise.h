@@ -49,6 +49,7 @@ class Pointwise {
   // The same for the first m pixels of x / res / y (any m), on the calling thread only (the
   // fused inverted residual block runs one per thread on its rows).
   void RunSerial(const float* x, const float* bias, const float* res, float* y, int64_t m) const;
+  int64_t channels_in() const { return c_; }
 
  private:
   void Go(const float* x, const float* bias, const float* res, float* y, int64_t m,
