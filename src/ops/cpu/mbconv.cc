@@ -1,20 +1,21 @@
-// The inverted residual block of MobileNetV2 / MnasNet (1x1 expand -> act -> depthwise -> act ->
-// 1x1 project [-> + x]) as one pattern kernel, computed a strip of rows at a time on each thread.
+// The inverted residual block of MobileNetV2 / V3, MnasNet, EfficientNet (1x1 expand -> act ->
+// depthwise -> act -> [Squeeze-Excitation] -> 1x1 project [-> + x] [-> act]) as one pattern
+// kernel.
 //
 // Run as separate convolutions, the block writes its expanded tensor (4-6x the block's input
 // channels) to memory and reads it back twice, each conv is its own parallel region and each
 // splits the image its own way, so at 2 threads the rows a thread reads were mostly written by
-// the other one. Here each thread takes a contiguous range of output rows and walks it in strips
-// of `band` rows: it expands the input rows the strip's depthwise window needs into a
-// thread-local buffer (rows the previous strip already expanded are moved to its front, not
-// computed again), runs the depthwise rows on it into a second buffer, and projects those rows
-// into the output, adding the residual. Both buffers stay in the core's L2; one parallel region
-// per block. The three steps are the own kernels (pointwise.h, dwconv.h) on the calling thread, so
-// every output element is summed in the same order as there, at any thread count.
+// the other one. Here, on images of 14x14 and up, each thread takes a contiguous range of output
+// rows and walks it in strips of `band` rows: it expands the input rows the strip's depthwise
+// window needs into a thread-local buffer (rows the previous strip already expanded are moved to
+// its front, not computed again), runs the depthwise rows on it into a second buffer, and
+// projects those rows into the output, adding the residual. Both buffers stay in the core's L2;
+// one parallel region per block. Smaller images go by channel groups (RunByChannels). The steps
+// are the own kernels (pointwise.h, dwconv.h) on the calling thread; every output element is
+// summed in an order fixed by the shapes, not the thread count.
 //
-// params: {kh, kw, sh, sw, pt, pl, pb, pr, act1, lo1, hi1, act2, lo2, hi2, act3, lo3, hi3,
-// residual} (act3: after the projection and the residual).
-// inputs: {x, W1, B1, Wd, Bd, W2, B2} (absent biases: -1).
+// params: Param below; inputs: {x, W1, B1, Wd, Bd, W2, B2 [, FC1 W, FC1 B, FC2 W, FC2 B]}
+// (absent biases: -1; the last four with Squeeze-Excitation).
 #include <omp.h>
 
 #include <algorithm>
