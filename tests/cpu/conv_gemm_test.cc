@@ -339,16 +339,16 @@ TEST(ConvGemmRule, PicksGemmForSmallImagesWithManyChannels) {
   s.h = s.w = s.oh = s.ow = 7;
   s.pad_t = s.pad_l = 1;
   if (ops::cpu::WinogradAvx512()) {
-    EXPECT_EQ(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kGemm);
+    EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kGemm);
   }
   ops::cpu::SetWinogradAvx512(0);
-  EXPECT_NE(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kGemm);
+  EXPECT_NE(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kGemm);
   ops::cpu::SetWinogradAvx512(-1);
   s.c = s.k = 16;
-  EXPECT_NE(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kGemm);
+  EXPECT_NE(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kGemm);
   s.c = s.k = 256;
   s.h = s.w = s.oh = s.ow = 14;
-  EXPECT_NE(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kGemm);
+  EXPECT_NE(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kGemm);
 }
 
 }  // namespace

@@ -243,7 +243,7 @@ TEST(WinogradRule, PicksAnAlgorithmPerShape) {
   s.c = s.k = 64;
   s.h = s.w = s.oh = s.ow = 56;
   s.pad_t = s.pad_l = 1;
-  const ConvAlgo a = ops::cpu::ChooseConvAlgo(s);
+  const ConvAlgo a = ops::cpu::ChooseConvAlgo(s, 1);
   EXPECT_TRUE(a == ConvAlgo::kDirect || a == ConvAlgo::kWinograd2 || a == ConvAlgo::kWinograd4);
   {
     ForceAlgo force(ConvAlgo::kDirect);
@@ -254,9 +254,19 @@ TEST(WinogradRule, PicksAnAlgorithmPerShape) {
   s.c = 16;
   s.k = 48;
   s.h = s.w = s.oh = s.ow = 14;
-  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kDirect);
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kDirect);
   s.h = s.w = s.oh = s.ow = 28;
-  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s), ConvAlgo::kWinograd4);
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kWinograd4);
+  // At 2 threads, under 30 M multiply-adds direct (SqueezeNet's 3x3 convs); larger ones, and the
+  // same one at 1 thread, Winograd.
+  s.c = 32;
+  s.k = 128;
+  s.h = s.w = s.oh = s.ow = 27;
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 2), ConvAlgo::kDirect);
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kWinograd4);
+  s.c = s.k = 64;
+  s.h = s.w = s.oh = s.ow = 56;
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 2), ConvAlgo::kWinograd4);
 }
 
 }  // namespace

@@ -182,7 +182,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       ws.pad_l = pl[1];
       ws.r = k3 ? 3 : 1;
       ConvAlgo algo = k3 ? ConvAlgoOverride() : ConvAlgo::kDirect;
-      if (k3 && algo == ConvAlgo::kAuto) algo = ChooseConvAlgo(ws);
+      if (k3 && algo == ConvAlgo::kAuto) algo = ChooseConvAlgo(ws, omp_get_max_threads());
       if (k1 && PointwiseGemm(ws)) algo = ConvAlgo::kGemm;
       // Swish / HardSwish: ConvGemm applies them to each output row it stores; after Winograd
       // they run as a pass over the output.

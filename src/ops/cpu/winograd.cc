@@ -511,7 +511,9 @@ bool WinogradSupported() {
   return ok;
 }
 
-ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
+constexpr int64_t kThreadedMinMacs = 30'000'000;
+
+ConvAlgo ChooseConvAlgo(const WinogradShape& s, int threads) {
   // Measured on ResNet-18's shapes (src/ops/cpu/README.md). Few channels (not measured): the
   // transforms are a large share of the work. Outputs smaller than 2x2: F(2x2) computes 16
   // products where the direct convolution needs 9. F(4x4) needs at least ~20x20 outputs: its
@@ -531,6 +533,14 @@ ConvAlgo ChooseConvAlgo(const WinogradShape& s) {
   // channels, per node own / oneDNN direct: 1.06-1.24 at 1 thread, 1.4-2.3 at 2; 28x28 ones with
   // F(4x4) win, 0.76-0.85).
   if (s.oh * s.ow < 400 && s.c <= 32) return ConvAlgo::kDirect;
+  // With 2+ threads, convolutions under 30 M multiply-adds: Winograd's three phases (each a
+  // parallel region with its barrier) scale 1.06-1.37x at 2 threads on SqueezeNet 1.1's 3x3
+  // convs (14-28 M), oneDNN's direct convolution enough better that it wins there (per node,
+  // direct / Winograd at 2 threads: 55x55 16 -> 64 0.76-0.78, 13x13 0.68-0.84, 27x27 1.03; the
+  // model 0.89, SqueezeNet 1.0 0.95, DenseNet-121's 28x28 / 14x14 ones 0.94; medians of 7
+  // alternating rounds). At one thread Winograd stays (direct 1.07-1.22 there). So these convs'
+  // results depend on the thread count.
+  if (threads > 1 && s.n * s.oh * s.ow * s.c * s.k * 9 < kThreadedMinMacs) return ConvAlgo::kDirect;
   return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
 }
 

@@ -67,9 +67,9 @@ struct WinogradShape {
   int64_t r = 3;                       // kernel size r x r (Winograd: 3; ConvGemm: 1 or 3)
 };
 
-// The algorithm for a 3x3 stride-1 group-1 convolution of this shape, by measurement
-// (src/ops/cpu/README.md): kDirect, kWinograd2, kWinograd4 or (AVX-512) kGemm.
-ConvAlgo ChooseConvAlgo(const WinogradShape& s);
+// The algorithm for a 3x3 stride-1 group-1 convolution of this shape run on `threads` threads,
+// by measurement (src/ops/cpu/README.md): kDirect, kWinograd2, kWinograd4 or (AVX-512) kGemm.
+ConvAlgo ChooseConvAlgo(const WinogradShape& s, int threads);
 
 class WinogradConv {
  public:
