@@ -15,6 +15,11 @@ namespace ferry::ops::cpu::act512 {
 
 enum class Act : uint8_t { kClamp, kSwish, kHardSwish };
 
+// The first min(n, 16) lanes of a vector (a loop's masked tail).
+inline __mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
 struct Post {
   Act act = Act::kClamp;
   float lo = 0, hi = 0;  // kClamp bounds (+-inf: none)

@@ -238,10 +238,6 @@ void RunBn(OpContext& ctx, NodeSlot& slot) {
 // another layout is converted first, as Concat does). params: {number of Concat inputs,
 // epsilon, 1 with the Relu}; inputs: the Concat's inputs, then scale, B, mean, var.
 
-bool IsOnnxOp(const ir::Node& n, std::string_view op) {
-  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
-}
-
 const KernelDef* ConcatBnKernel();
 
 bool MatchConcatBn(const GraphView& g, size_t host, PatternMatch* m) {

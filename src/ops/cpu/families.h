@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "ops/cpu/cpu_kernel.h"
@@ -50,6 +51,30 @@ void SetMaxPoolIsaForTesting(int cap);
 // is scratch the caller keeps.
 void ChannelSums(const float* s, Layout in, int64_t n, int64_t c, int64_t hw, float scale, float* d,
                  std::vector<float>& partial);
+// Pattern matchers' questions about the steps (GraphView):
+// whether node n is the default-domain op `op`;
+inline bool IsOnnxOp(const ir::Node& n, std::string_view op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+// ... step s is;
+inline bool IsOp(const GraphView& g, size_t s, std::string_view op) {
+  return IsOnnxOp(g.node(s), op);
+}
+// the one step reading value v (false when none or several);
+inline bool OnlyReader(const GraphView& g, int v, size_t* step) {
+  const std::vector<size_t> r = g.readers(v);
+  if (r.size() != 1) return false;
+  *step = r[0];
+  return true;
+}
+// the operand of binary step s that is not v (-1 if v is not an operand, or both are v).
+inline int Other(const GraphView& g, size_t s, int v) {
+  const int a = g.input(s, 0), b = g.input(s, 1);
+  if (a == v && b != v) return b;
+  if (b == v && a != v) return a;
+  return -1;
+}
+
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
 // returns what it declares for each output (the reference's state is discarded).
 Result<std::vector<OpContext::Declared>> ReferenceDeclare(const OpContext& ctx,

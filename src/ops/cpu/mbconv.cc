@@ -83,10 +83,6 @@ bool Enabled() {
   return on && PointwiseSupported() && DwConvSupported();
 }
 
-bool IsOnnxOp(const ir::Node& n, std::string_view op) {
-  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
-}
-
 // A float scalar constant (absent: `dflt`).
 bool ScalarOf(const GraphView& g, int v, float dflt, float* out) {
   if (v < 0) {
@@ -99,12 +95,6 @@ bool ScalarOf(const GraphView& g, int v, float dflt, float* out) {
   return true;
 }
 
-// The single reader of value v, or -1.
-int OnlyReader(const GraphView& g, int v) {
-  const std::vector<size_t> r = g.readers(v);
-  return r.size() == 1 ? static_cast<int>(r[0]) : -1;
-}
-
 // The gate v * Sigmoid(v) (SiLU) or v * HardSigmoid(v) (HardSwish) on value v read by steps a
 // and b: its activation (kNone when it is not one) and the Mul.
 Fusion::Act Gate(const GraphView& g, int v, size_t a, size_t b, size_t* mul) {
@@ -112,10 +102,9 @@ Fusion::Act Gate(const GraphView& g, int v, size_t a, size_t b, size_t* mul) {
     const ir::Node& gn = g.node(gs);
     const ir::Node& mn = g.node(ms);
     const int gv = g.output(gs, 0);
+    size_t only = 0;
     if (!IsOnnxOp(mn, "Mul") || g.opset(ms) < 7 || gv < 0 || g.output(ms, 0) < 0 ||
-        OnlyReader(g, gv) != static_cast<int>(ms) || g.input(gs, 0) != v ||
-        !((g.input(ms, 0) == v && g.input(ms, 1) == gv) ||
-          (g.input(ms, 1) == v && g.input(ms, 0) == gv)))
+        !OnlyReader(g, gv, &only) || only != ms || g.input(gs, 0) != v || Other(g, ms, v) != gv)
       continue;
     *mul = ms;
     if (IsOnnxOp(gn, "Sigmoid") && g.opset(gs) >= 6) return Fusion::Act::kSwish;
@@ -225,22 +214,18 @@ bool TakeSe(const GraphView& g, int* v, int64_t e, SeAt* se, std::vector<size_t>
       continue;
     std::vector<size_t> mine = {gap};
     ConvAt c1, c2;
-    const int f1 = OnlyReader(g, g.output(gap, 0));
-    if (f1 < 0 || !ConvStep(g, static_cast<size_t>(f1), &c1) || !Pointwise1x1(c1) ||
-        g.input(static_cast<size_t>(f1), 0) != g.output(gap, 0) || c1.w->dim(1) != e)
+    size_t f1 = 0, f2 = 0, gs = 0, at = 0;
+    if (!OnlyReader(g, g.output(gap, 0), &f1) || !ConvStep(g, f1, &c1) || !Pointwise1x1(c1) ||
+        g.input(f1, 0) != g.output(gap, 0) || c1.w->dim(1) != e)
       return false;
-    mine.push_back(static_cast<size_t>(f1));
-    int hv = g.output(static_cast<size_t>(f1), 0);
+    mine.push_back(f1);
+    int hv = g.output(f1, 0);
     if (!TakeAct(g, &hv, &se->act, &mine, true)) return false;
-    const int f2 = OnlyReader(g, hv);
-    if (f2 < 0 || !ConvStep(g, static_cast<size_t>(f2), &c2) || !Pointwise1x1(c2) ||
-        g.input(static_cast<size_t>(f2), 0) != hv || c2.w->dim(0) != e ||
-        c2.w->dim(1) != c1.w->dim(0))
+    if (!OnlyReader(g, hv, &f2) || !ConvStep(g, f2, &c2) || !Pointwise1x1(c2) ||
+        g.input(f2, 0) != hv || c2.w->dim(0) != e || c2.w->dim(1) != c1.w->dim(0))
       return false;
-    mine.push_back(static_cast<size_t>(f2));
-    const int gt = OnlyReader(g, g.output(static_cast<size_t>(f2), 0));
-    if (gt < 0) return false;
-    const size_t gs = static_cast<size_t>(gt);
+    mine.push_back(f2);
+    if (!OnlyReader(g, g.output(f2, 0), &gs)) return false;
     const ir::Node& gate = g.node(gs);
     if (IsOnnxOp(gate, "Sigmoid") && g.opset(gs) >= 6) {
       se->gate = 0;
@@ -252,14 +237,11 @@ bool TakeSe(const GraphView& g, int* v, int64_t e, SeAt* se, std::vector<size_t>
       return false;
     }
     const int gv = g.output(gs, 0);
-    if (gv < 0 || OnlyReader(g, gv) != static_cast<int>(mul) ||
-        !((g.input(mul, 0) == *v && g.input(mul, 1) == gv) ||
-          (g.input(mul, 1) == *v && g.input(mul, 0) == gv)))
-      return false;
+    if (gv < 0 || !OnlyReader(g, gv, &at) || at != mul || Other(g, mul, *v) != gv) return false;
     mine.push_back(gs);
     mine.push_back(mul);
-    se->fc1 = static_cast<size_t>(f1);
-    se->fc2 = static_cast<size_t>(f2);
+    se->fc1 = f1;
+    se->fc2 = f2;
     steps->insert(steps->end(), mine.begin(), mine.end());
     *v = g.output(mul, 0);
     return true;
@@ -276,8 +258,8 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
   int v = g.output(host, 0);
   if (!TakeAct(g, &v, &f1, &steps, true)) return false;
   // The depthwise conv, 3x3 or 5x5, stride 1 or 2.
-  int r = OnlyReader(g, v);
-  if (r < 0 || !ConvStep(g, static_cast<size_t>(r), &d) || g.input(static_cast<size_t>(r), 0) != v)
+  size_t dw_step = 0;
+  if (!OnlyReader(g, v, &dw_step) || !ConvStep(g, dw_step, &d) || g.input(dw_step, 0) != v)
     return false;
   const int64_t exp = e.w->dim(0), c = e.w->dim(1);
   const int64_t kh = d.w->dim(2), kw = d.w->dim(3);
@@ -286,7 +268,6 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
     return false;
   for (int64_t pd : d.pads)
     if (pd < 0 || pd >= kh) return false;
-  const size_t dw_step = static_cast<size_t>(r);
   steps.push_back(dw_step);
   v = g.output(dw_step, 0);
   if (!TakeAct(g, &v, &f2, &steps, true)) return false;
@@ -294,30 +275,27 @@ bool MatchMbConv(const GraphView& g, size_t host, PatternMatch* m) {
   const bool has_se = g.readers(v).size() == 2;
   if (has_se && !TakeSe(g, &v, exp, &se, &steps)) return false;
   // The projection.
-  r = OnlyReader(g, v);
-  if (r < 0 || !ConvStep(g, static_cast<size_t>(r), &p) || !Pointwise1x1(p) ||
-      g.input(static_cast<size_t>(r), 0) != v || p.w->dim(1) != exp)
+  size_t proj_step = 0;
+  if (!OnlyReader(g, v, &proj_step) || !ConvStep(g, proj_step, &p) || !Pointwise1x1(p) ||
+      g.input(proj_step, 0) != v || p.w->dim(1) != exp)
     return false;
-  const size_t proj_step = static_cast<size_t>(r);
   steps.push_back(proj_step);
   v = g.output(proj_step, 0);
   // The residual: Add(projection, x) as the projection's only reader.
   bool residual = false;
-  r = OnlyReader(g, v);
-  if (r >= 0 && p.w->dim(0) == c && d.strides[0] == 1 && d.pads[0] + d.pads[2] == kh - 1 &&
-      d.pads[1] + d.pads[3] == kw - 1) {
-    const size_t a = static_cast<size_t>(r);
+  size_t a = 0;
+  if (OnlyReader(g, v, &a) && p.w->dim(0) == c && d.strides[0] == 1 &&
+      d.pads[0] + d.pads[2] == kh - 1 && d.pads[1] + d.pads[3] == kw - 1) {
     const ir::Node& an = g.node(a);
     if (IsOnnxOp(an, "Add") && g.opset(a) >= 7 && an.inputs.size() == 2 && g.output(a, 0) >= 0 &&
-        ((g.input(a, 0) == v && g.input(a, 1) == x) ||
-         (g.input(a, 1) == v && g.input(a, 0) == x))) {
+        Other(g, a, v) == x) {
       residual = true;
       steps.push_back(a);
       v = g.output(a, 0);
     }
   }
   // An activation of the result (ShuffleNetV2's branches end in a Relu).
-  if (OnlyReader(g, v) >= 0 && !TakeAct(g, &v, &f3, &steps, false)) return false;
+  if (g.readers(v).size() == 1 && !TakeAct(g, &v, &f3, &steps, false)) return false;
   auto bias = [&](size_t s) { return g.node(s).inputs.size() > 2 ? g.input(s, 2) : -1; };
   m->kernel = MbConvKernel();
   m->absorbed = steps;
@@ -358,8 +336,8 @@ struct Stage {
 
 struct MbState : KernelState {
   StateKey key;
-  DwShape s;             // the depthwise conv on the whole image
-  int64_t e = 0, k = 0;  // expanded and output channels
+  DwShape s;      // the depthwise conv on the whole image
+  int64_t k = 0;  // output channels (s.c: the expanded ones)
   bool residual = false;
   Fusion act3;  // the channel groups' final pass (Relu / Clip)
   // Large images: one stage, strips of `band` output rows, per-thread buffers of ebuf + dbuf
@@ -416,8 +394,7 @@ FERRY_AVX512 void SumPartials(const float* const* p, int groups, const float* re
                               float hi, float* y, int64_t m) {
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int64_t i = 0; i < m; i += 16) {
-    const __mmask16 mk =
-        m - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (m - i)) - 1);
+    const __mmask16 mk = act512::FirstLanes(m - i);
     __m512 v = _mm512_maskz_loadu_ps(mk, p[0] + i);
     for (int g = 1; g < groups; ++g) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, p[g] + i));
     if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, res + i));
@@ -468,7 +445,6 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
     const int64_t span_h = s.h + s.pad_t + pb - s.kh, span_w = s.w + s.pad_l + pr - s.kw;
     s.oh = span_h < 0 ? 0 : span_h / s.sh + 1;
     s.ow = span_w < 0 ? 0 : span_w / s.sw + 1;
-    fresh->e = s.c;
     fresh->k = w2.dim(0);
     fresh->residual = p[kResidual] != 0.f;
     const auto bias_ok = [&](size_t i, int64_t n) {
@@ -538,7 +514,9 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
       const int64_t rows = std::max<int64_t>(s.kh, budget / std::max<int64_t>(row_bytes, 1));
       fresh->band = std::clamp<int64_t>((rows - s.kh) / s.sh + 1, 1, s.oh);
       fresh->ebuf = Align64(static_cast<size_t>(((fresh->band - 1) * s.sh + s.kh) * row_bytes));
-      fresh->dbuf = Align64(sizeof(float) * static_cast<size_t>(fresh->band * s.ow * s.c));
+      // (With Squeeze-Excitation the depthwise rows go to the whole-image buffer instead.)
+      fresh->dbuf =
+          fresh->se ? 0 : Align64(sizeof(float) * static_cast<size_t>(fresh->band * s.ow * s.c));
     }
     if (fresh->se) {
       size_t off = 0;
@@ -570,7 +548,7 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
       g.dw->PackWeights(wd + g.e0 * taps);
       slice.resize(static_cast<size_t>(st->k * eg));
       for (int64_t o = 0; o < st->k; ++o)
-        std::copy_n(w2 + o * st->e + g.e0, eg, slice.data() + o * eg);
+        std::copy_n(w2 + o * st->s.c + g.e0, eg, slice.data() + o * eg);
       g.project->PackWeights(slice.data());
       float* bias = g.dw_bias.data() + g.dw_bias_off;
       for (int64_t c = 0; c < eg; ++c) bias[c] = bd ? bd[g.e0 + c] : 0.f;
@@ -585,8 +563,7 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
 // out[c] = sum over `pixels` NHWC pixels of d[p][c] (c < e), in pixel order.
 FERRY_AVX512 void ChannelTotals(const float* d, int64_t pixels, int64_t e, float* out) {
   for (int64_t c = 0; c < e; c += 16) {
-    const __mmask16 mk =
-        e - c >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (e - c)) - 1);
+    const __mmask16 mk = act512::FirstLanes(e - c);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t q = 0; q < pixels; ++q)
       acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mk, d + q * e + c));
@@ -598,8 +575,7 @@ FERRY_AVX512 void ChannelTotals(const float* d, int64_t pixels, int64_t e, float
 FERRY_AVX512 void ScaleChannels(float* d, int64_t pixels, int64_t e, const float* scale) {
   for (int64_t q = 0; q < pixels; ++q)
     for (int64_t c = 0; c < e; c += 16) {
-      const __mmask16 mk = e - c >= 16 ? static_cast<__mmask16>(0xffff)
-                                       : static_cast<__mmask16>((1u << (e - c)) - 1);
+      const __mmask16 mk = act512::FirstLanes(e - c);
       float* at = d + q * e + c;
       _mm512_mask_storeu_ps(
           at, mk,
@@ -614,9 +590,10 @@ struct RunArgs {
   float* y;
 };
 
-// Squeeze-Excitation's gates from the channel totals of each image (sums, N x E): the mean, FC1
-// + its activation, FC2 + Sigmoid / HardSigmoid, on the calling thread.
-void SeGates(const MbState& st, const RunArgs& a, float* sums, float* hid, float* gate) {
+// Squeeze-Excitation's gates from the channel totals of each image (image n's E totals at sums +
+// n * stride): the mean, FC1 + its activation, FC2 + Sigmoid / HardSigmoid, on the calling thread.
+void SeGates(const MbState& st, const RunArgs& a, float* sums, int64_t stride, float* hid,
+             float* gate) {
   const DwShape& s = st.s;
   const float inv = 1.f / static_cast<float>(s.oh * s.ow);
   GemmEpilogue e1, e2;
@@ -631,7 +608,7 @@ void SeGates(const MbState& st, const RunArgs& a, float* sums, float* hid, float
   e2.bias = a.fb2;
   e2.bias_cs = a.fb2 ? 1 : 0;
   for (int64_t n = 0; n < s.n; ++n) {
-    float* mean = sums + n * s.c;
+    float* mean = sums + n * stride;
     for (int64_t c = 0; c < s.c; ++c) mean[c] *= inv;
     float* h = hid + n * st.sq;
     GemvTransB(mean, 1, s.c, a.fc1, s.c, st.sq, h, e1, 1);
@@ -684,7 +661,7 @@ void RunByChannels(const MbState& st, const RunArgs& a, std::byte* scratch, std:
     }
   });
   if (st.se) {
-    SeGates(st, a, sums, reinterpret_cast<float*>(se_buf + st.off_hid), gate);
+    SeGates(st, a, sums, s.c, reinterpret_cast<float*>(se_buf + st.off_hid), gate);
     ParallelRange(groups, 1, [&](int64_t gb, int64_t ge) {
       for (int64_t gi = gb; gi < ge; ++gi) project(gi);
     });
@@ -709,7 +686,7 @@ void RunByChannels(const MbState& st, const RunArgs& a, std::byte* scratch, std:
 void RunStrips(const MbState& st, const RunArgs& a, std::byte* scratch, std::byte* se_buf) {
   const DwShape& s = st.s;
   const Stage& g = st.stages[0];
-  const int64_t cin = g.expand->channels_in(), e = st.e, k = st.k;
+  const int64_t cin = g.expand->channels_in(), e = s.c, k = st.k;
   const size_t per_thread = st.ebuf + st.dbuf;
   float* dfull = st.se ? reinterpret_cast<float*>(se_buf + st.off_dfull) : nullptr;
   float* sums = st.se ? reinterpret_cast<float*>(se_buf + st.off_sums) : nullptr;
@@ -759,17 +736,17 @@ void RunStrips(const MbState& st, const RunArgs& a, std::byte* scratch, std::byt
     }
   });
   if (!dfull) return;
-  // Each image's totals, its rows' in order (the same sums at any thread count).
+  // Each image's totals into its first row's, its rows' in order (the same sums at any thread
+  // count).
   for (int64_t n = 0; n < s.n; ++n) {
-    float* total = sums + n * e;
-    if (n > 0) std::copy_n(sums + n * s.oh * e, e, total);
+    float* total = sums + n * s.oh * e;
     for (int64_t oy = 1; oy < s.oh; ++oy) {
       const float* r = sums + (n * s.oh + oy) * e;
       for (int64_t c = 0; c < e; ++c) total[c] += r[c];
     }
   }
   float* gate = reinterpret_cast<float*>(se_buf + st.off_gate);
-  SeGates(st, a, sums, reinterpret_cast<float*>(se_buf + st.off_hid), gate);
+  SeGates(st, a, sums, s.oh * e, reinterpret_cast<float*>(se_buf + st.off_hid), gate);
   ParallelRange(s.n * s.oh, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end;) {
       const int64_t n = item / s.oh, oa = item % s.oh;

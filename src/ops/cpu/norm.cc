@@ -245,31 +245,11 @@ void RunLayerNorm(OpContext& ctx, NodeSlot& slot) {
 //   n = d / Sqrt(v + eps); [n * gamma]; [+ beta]
 // computed by one row kernel. Inputs: x, gamma (or absent), beta (or absent); params: eps.
 
-bool IsOp(const GraphView& g, size_t s, std::string_view op) {
-  const ir::Node& n = g.node(s);
-  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
-}
-
-bool OnlyReader(const GraphView& g, int v, size_t* step) {
-  const std::vector<size_t> r = g.readers(v);
-  if (r.size() != 1) return false;
-  *step = r[0];
-  return true;
-}
-
 bool ScalarConst(const GraphView& g, int v, float* out) {
   const Tensor* t = v >= 0 ? g.constant(v) : nullptr;
   if (!t || t->size() != 1) return false;
   *out = t->data<float>()[0];
   return true;
-}
-
-// The operand of binary step s that is not v (-1 if v is not an operand, or both are v).
-int Other(const GraphView& g, size_t s, int v) {
-  const int a = g.input(s, 0), b = g.input(s, 1);
-  if (a == v && b != v) return b;
-  if (b == v && a != v) return a;
-  return -1;
 }
 
 // ReduceMean over the last axis only, keeping it.

@@ -433,10 +433,6 @@ void RunGlobalAveragePool(OpContext& ctx, NodeSlot& slot) {
 // avg_include_padding), run in the input's layout (no reference Pad, no plain round trip).
 // params: {kh, kw, sh, sw, dh, dw, pt, pl, pb, pr}; inputs: {x}.
 
-bool IsOnnxOp(const ir::Node& n, std::string_view op) {
-  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
-}
-
 bool AllZero(const Tensor* t) {
   if (!t) return false;
   for (int64_t i = 0; i < t->size(); ++i)

@@ -50,11 +50,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-bool IsOp(const GraphView& g, size_t s, std::string_view op) {
-  const ir::Node& n = g.node(s);
-  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
-}
-
 // The patterns' host is the op itself or the DequantizeLinear feeding it (then its only
 // reader): the op's step, or false.
 bool OpAtHost(const GraphView& g, size_t host, std::string_view op, size_t* at) {

@@ -441,21 +441,6 @@ void RunQLinearMatMul(OpContext& ctx, NodeSlot& slot) {
 // ---- the dynamic chain pattern ----
 // Inputs: 0 A (uint8/int8), 1 B, 2 a_zero_point, 3 b_zero_point, 4 s1, 5 s2 (the scale is s1 *
 // s2, or s1 alone when s2 is absent), 6 bias.
-bool IsOp(const GraphView& g, size_t s, std::string_view op) {
-  return g.node(s).op_type == op && (g.node(s).domain.empty() || g.node(s).domain == "ai.onnx");
-}
-bool OnlyReader(const GraphView& g, int v, size_t* s) {
-  const std::vector<size_t> r = g.readers(v);
-  if (r.size() != 1) return false;
-  *s = r[0];
-  return true;
-}
-int Other(const GraphView& g, size_t s, int v) {
-  const int a = g.input(s, 0), b = g.input(s, 1);
-  if (a == v && b != v) return b;
-  if (b == v && a != v) return a;
-  return -1;
-}
 // A constant of one value or of n values along its last axis (every other dim 1).
 bool RowConstant(const Tensor* t, int64_t n) {
   if (t == nullptr || t->dtype() != DType::kFloat) return false;
