@@ -34,6 +34,9 @@ constexpr size_t kMemoBytes = 64 << 10;
 
 struct ArenaSlot {
   size_t offset = 0, size = 0;
+  // > 0: a channel slice of a Concat's channels-last output (the value's own pixels this many
+  // floats apart), written there by a kernel that supports it (NodeSlot::out_pixel_stride).
+  int64_t pixel_stride = 0;
 };
 
 struct ArenaPlan {
@@ -183,6 +186,9 @@ class GraphExecutor {
   std::vector<Step> steps_;
   std::vector<bool> is_output_;
   std::vector<bool> nhwc_ok_;  // per value: every reader is a cpu kernel that takes channels-last
+  // per value: its only reader is a Concat (no graph output, no subgraph read), so its producer
+  // may write it in its place in the Concat's output (the arena plan decides)
+  std::vector<bool> placeable_;
   std::vector<int> lazy_producer_;  // per value: its lazy DequantizeLinear step, or -1
   // Memoization (Step::memo): per value, 1 when the same every run (an initializer, a shared
   // Constant, a folded DequantizeLinear), 2 when written by a memo step, else 0; and per value
@@ -472,12 +478,58 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
   }
   if (!keep.empty())
     for (Step& st : steps_) std::erase_if(st.frees, [&](int id) { return keep.count(id) > 0; });
+  // Which values may be stored in a provider layout: every reader is a cpu kernel that takes
+  // it, a Shape / Size (they read only the shape), or a Reshape that is a channels-last view
+  // (below). Readers come after their values, so the steps are walked backwards.
   nhwc_ok_.assign(nv, false);
-  for (size_t v = 0; v < nv; ++v) {
+  // A Transpose that keeps N first and H, W last of a rank-5+ value (the channel shuffle's
+  // [0,2,1,3,4]): on channels-last data it permutes each pixel's channels.
+  const auto channel_transpose = [&](size_t s) {
+    const ir::Node& n = *steps_[s].node;
+    if (n.op_type != "Transpose" || !n.domain.empty()) return false;
+    const std::vector<int64_t> p = n.attr_ints("perm");
+    const size_t r = p.size();
+    return r >= 5 && p[0] == 0 && p[r - 2] == static_cast<int64_t>(r - 2) &&
+           p[r - 1] == static_cast<int64_t>(r - 1);
+  };
+  // A Reshape splitting or merging a channels-last value's channels is a view (Run): taken
+  // only between a channel transpose and readers that take channels-last, so a Reshape that
+  // flattens (a classifier's) keeps its plain input and stays a view of it.
+  const auto reshape_ok = [&](size_t s) {
+    const Step& st = steps_[s];
+    if (!st.view || st.node->op_type != "Reshape" || st.outputs.empty() || st.outputs[0] < 0 ||
+        !ops::cpu::ChannelsLastNative())
+      return false;
+    const size_t out = static_cast<size_t>(st.outputs[0]);
+    if (!nhwc_ok_[out]) return false;
+    const int ps = producer[static_cast<size_t>(st.inputs[0])];
+    if (ps >= 0 && channel_transpose(static_cast<size_t>(ps))) return true;
+    for (auto [r, i] : users[out])
+      if (!channel_transpose(r)) return false;
+    return true;
+  };
+  const auto reader_ok = [&](size_t s, size_t i) {
+    const Step& st = steps_[s];
+    const ir::Node& n = *st.node;
+    if ((n.op_type == "Shape" || n.op_type == "Size") && n.domain.empty()) return true;
+    if (i == 0 && reshape_ok(s)) return true;
+    return st.cpu && i < 32 && ((st.cpu->nhwc_inputs >> i) & 1u);
+  };
+  const auto decide = [&](size_t v) {
     bool ok = !is_output_[v] && !sub_read[v] && !users[v].empty();
-    for (auto [s, i] : users[v])
-      ok = ok && steps_[s].cpu && i < 32 && ((steps_[s].cpu->nhwc_inputs >> i) & 1u);
+    for (auto [s, i] : users[v]) ok = ok && reader_ok(s, i);
     nhwc_ok_[v] = ok;
+  };
+  for (size_t s = steps_.size(); s-- > 0;)
+    for (int id : steps_[s].outputs)
+      if (id >= 0) decide(static_cast<size_t>(id));
+  for (size_t v = 0; v < nv; ++v)
+    if (producer[v] < 0) decide(v);
+  placeable_.assign(nv, false);
+  for (size_t v = 0; v < nv; ++v) {
+    if (is_output_[v] || sub_read[v] || producer[v] < 0 || users[v].size() != 1) continue;
+    const ir::Node& n = *steps_[users[v][0].first].node;
+    placeable_[v] = n.op_type == "Concat" && n.domain.empty();
   }
   auto const_scalar = [&](int id, float* out) {
     if (id < 0) return true;  // omitted: keep the default
@@ -933,11 +985,20 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
   std::vector<int> first, last;
   // A fused Conv's output written over its residual (Step::residual_dies): output -> residual.
   std::vector<int> over;
+  // Inputs of Concats their producers may write in their place in the Concat's output
+  // (NodeSlot::place_offsets), and the values written by a kernel that takes a pixel stride.
+  struct Placement {
+    int value, concat_out;
+    int64_t offset, stride;
+  };
+  std::vector<Placement> places;
+  std::vector<bool> strided_ok;
   if (!plan) {
     sizes.assign(names_.size(), 0);
     first.assign(names_.size(), 0);
     last.assign(names_.size(), static_cast<int>(steps_.size()));
     over.assign(names_.size(), -1);
+    strided_ok.assign(names_.size(), false);
   }
   using ops::cpu::Layout;
   std::vector<Layout> layouts(cpu_on ? names_.size() : 0, Layout::kPlain);
@@ -1025,14 +1086,21 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     const auto t0 =
         profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     std::vector<int> out_ids = st.outputs;
+    // Output 0 may go to a strided slot (a channel slice of a Concat's output) only when this
+    // run's kernel takes the stride; `used_stride`: the one it got.
+    bool strided_now = false;
+    int64_t used_stride = 0;
     auto alloc = [&](size_t k, DType dt, const Shape& shape) -> Tensor {
       int id = k < out_ids.size() ? out_ids[k] : -1;
       if (id >= 0 && dt != DType::kString && !is_output_[static_cast<size_t>(id)] && !st.memo) {
         size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dt);
         if (plan) {
           const ArenaSlot& slot = plan->slots[static_cast<size_t>(id)];
-          if (bytes > 0 && bytes <= slot.size)
+          const bool strided = slot.pixel_stride > 0;
+          if (bytes > 0 && bytes <= slot.size && (!strided || (k == 0 && strided_now))) {
+            if (strided) used_stride = slot.pixel_stride;
             return Tensor::View(dt, shape, plan->base + slot.offset);
+          }
         } else {
           sizes[static_cast<size_t>(id)] = bytes;
           first[static_cast<size_t>(id)] = static_cast<int>(s);
@@ -1156,6 +1224,29 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
           ran = true;
         }
       }
+      if (!relayout && v.is_tensor() && layouts[in] == Layout::kNhwc && fuse && nhwc_ok_[out] &&
+          st.node->op_type == "Reshape") {
+        // A channels-last value reshaped keeping N first and H, W last (its channels split or
+        // merged: the channel shuffle) has the same storage: a channels-last view.
+        std::vector<const Value*> ins;
+        for (int id : st.inputs)
+          ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+        ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
+        FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
+        const auto& decl = ctx.declared();
+        const Shape& xs = v.tensor().shape();
+        const size_t r = xs.size();
+        if (!decl.empty() && decl[0].set && decl[0].dtype == v.tensor().dtype() &&
+            NumElements(decl[0].shape) == v.tensor().size() && r >= 4 &&
+            decl[0].shape.size() >= 4 && decl[0].shape[0] == xs[0] &&
+            decl[0].shape[decl[0].shape.size() - 2] == xs[r - 2] &&
+            decl[0].shape.back() == xs[r - 1]) {
+          frame.values[out] = Value(v.tensor().Reshaped(decl[0].shape));
+          layouts[out] = Layout::kNhwc;
+          st.provider = "cpu (channels-last view)";
+          relayout = ran = true;
+        }
+      }
       if (!relayout && v.is_tensor() && layouts[in] == Layout::kPlain &&
           v.tensor().dtype() != DType::kString) {
         const Shape& xs = v.tensor().shape();
@@ -1240,6 +1331,9 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       slot.nhwc_ok.assign(st.outputs.size(), false);
       slot.declined = false;
       slot.fused = false;
+      slot.strided_out_ok = false;
+      slot.out_pixel_stride = 0;
+      slot.place_offsets.clear();
       slot.out_layouts.clear();
       ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
       ctx.set_pool(shared_->pool.get());
@@ -1257,8 +1351,18 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
       if (!slot.declined) {
         if (slot.fused) out_ids[0] = st.fused_output;
         ctx.set_allocator(alloc);
+        strided_now = fuse && slot.strided_out_ok;
         FERRY_RETURN_IF_ERROR(allocate_declared(ctx, &outs));
+        slot.out_pixel_stride = used_stride;
         st.cpu->run(ctx, slot);
+        if (!plan && fuse) {
+          if (slot.strided_out_ok && out_ids[0] >= 0)
+            strided_ok[static_cast<size_t>(out_ids[0])] = true;
+          for (size_t i = 0; i < slot.place_offsets.size() && i < st.inputs.size(); ++i)
+            if (slot.place_offsets[i] >= 0 && st.inputs[i] >= 0 && out_ids[0] >= 0)
+              places.push_back(
+                  {st.inputs[i], out_ids[0], slot.place_offsets[i], slot.place_pixel_stride});
+        }
         for (size_t k = 0; k < st.outputs.size(); ++k) {
           if (out_ids[k] < 0) continue;
           frame.values[static_cast<size_t>(out_ids[k])] = std::move(outs[k]);
@@ -1292,7 +1396,10 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
           continue;
         }
         const Value& v = frame.values[static_cast<size_t>(id)];
-        if (cpu_on && layouts[static_cast<size_t>(id)] != Layout::kPlain) {
+        // Shape and Size read only the (logical) shape: no conversion.
+        const bool shape_only_reader =
+            (st.node->op_type == "Shape" || st.node->op_type == "Size") && st.node->domain.empty();
+        if (cpu_on && layouts[static_cast<size_t>(id)] != Layout::kPlain && !shape_only_reader) {
           Tensor t(v.tensor().dtype(), v.tensor().shape());
           ops::cpu::ConvertLayout(v.tensor(), layouts[static_cast<size_t>(id)], &t, Layout::kPlain);
           converted.emplace_back(std::move(t));
@@ -1397,12 +1504,47 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         const size_t r = root(id);
         last[r] = std::max(last[r], last[id]);
       }
+    // In place of a Concat: an input whose only reader is the Concat, written by its producer
+    // in the arena (a strided place also by a kernel that takes the stride), gets its place in
+    // the Concat output's slot, which lives from the first such producer on. Not for values
+    // written over a residual or written over (their slots are shared already). A Concat's
+    // output may itself be placed (contiguous places nest).
+    std::vector<bool> over_target(sizes.size(), false);
+    for (size_t id = 0; id < sizes.size(); ++id)
+      if (over[id] >= 0) over_target[static_cast<size_t>(over[id])] = true;
+    std::vector<int> parent(sizes.size(), -1);
+    std::vector<int64_t> place_off(sizes.size(), 0), place_stride(sizes.size(), 0);
+    for (const Placement& pl : places) {
+      const size_t v = static_cast<size_t>(pl.value), o = static_cast<size_t>(pl.concat_out);
+      if (!placeable_[v] || parent[v] >= 0 || sizes[v] == 0 || sizes[o] == 0 || over[v] >= 0 ||
+          over[o] >= 0 || over_target[v] || over_target[o] || (pl.stride > 0 && !strided_ok[v]))
+        continue;
+      parent[v] = pl.concat_out;
+      place_off[v] = pl.offset;
+      place_stride[v] = pl.stride;
+    }
+    auto place_root = [&](size_t v, int64_t* off) {
+      for (; parent[v] >= 0; v = static_cast<size_t>(parent[v])) *off += place_off[v];
+      return v;
+    };
     std::vector<size_t> placed = sizes;
-    for (size_t id = 0; id < sizes.size(); ++id)
+    for (size_t id = 0; id < sizes.size(); ++id) {
       if (over[id] >= 0) placed[id] = 0;
+      if (parent[id] < 0) continue;
+      int64_t off = 0;
+      const size_t r = place_root(id, &off);
+      first[r] = std::min(first[r], first[id]);
+      last[r] = std::max(last[r], last[id]);
+      placed[id] = 0;
+    }
     ArenaPlan p = MakePlan(placed, first, last);
-    for (size_t id = 0; id < sizes.size(); ++id)
+    for (size_t id = 0; id < sizes.size(); ++id) {
       if (over[id] >= 0) p.slots[id] = p.slots[root(id)];
+      if (parent[id] < 0) continue;
+      int64_t off = 0;
+      const size_t r = place_root(id, &off);
+      p.slots[id] = {p.slots[r].offset + static_cast<size_t>(off), sizes[id], place_stride[id]};
+    }
     plans_.emplace(sig, std::move(p));
   }
   return Status::Ok();

@@ -7,10 +7,12 @@
 // So a CNN's concatenated branches (SqueezeNet's Fire, DenseNet, Inception) stay in the
 // convolution library's layout instead of being converted to plain and back. A plain input
 // among non-plain ones (a branch computed by a reference kernel) is converted first. When the
-// output must be plain (a reader that only takes plain, e.g. ShuffleNetV2's channel-shuffle
-// Reshape) or the axis is not C, non-plain inputs are reordered to plain on the way: with one
-// row (N = 1 along C) straight into their place in the output.
+// output must be plain (a reader that only takes plain, e.g. a flattening Reshape, or
+// ShuffleNetV2's channel-shuffle Reshape where channels-last is not native) or the axis is not
+// C, non-plain inputs are reordered to plain on the way: with one row (N = 1 along C) straight
+// into their place in the output.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "ops/cpu/dnnl_util.h"
@@ -19,6 +21,8 @@
 namespace ferry::ops::cpu {
 
 namespace {
+
+std::atomic<uint64_t> g_in_place{0};  // inputs found in their place (ConcatInputsInPlace)
 
 struct ConcatState : KernelState {
   StateKey key;
@@ -133,6 +137,19 @@ Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
   }
   ctx.set_output(0, st->dtype, st->out_shape);
   slot.out_layouts.assign(1, st->layout);
+  // Where each input's producer may write it instead (the runtime decides): channels-last
+  // along C, float, any N, pixels a row apart; other layouts with one row, contiguous.
+  slot.place_offsets.assign(st->chunk.size(), -1);
+  slot.place_pixel_stride = 0;
+  const bool strided = st->layout == Layout::kNhwc && st->dtype == DType::kFloat;
+  if (strided) slot.place_pixel_stride = static_cast<int64_t>(st->row / sizeof(float));
+  if (strided || st->outer == 1) {
+    size_t offset = 0;
+    for (size_t i = 0; i < st->chunk.size(); ++i) {
+      if (!st->convert[i] && st->chunk[i] > 0) slot.place_offsets[i] = static_cast<int64_t>(offset);
+      offset += st->chunk[i];
+    }
+  }
   return Status::Ok();
 }
 
@@ -163,6 +180,11 @@ void RunConcat(OpContext& ctx, NodeSlot& slot) {
     const Tensor& x = ctx.input(i);
     if (!st->convert[i] || x.nbytes() == 0) {
       src[i] = static_cast<const std::byte*>(x.raw());
+      // Written in its place by its producer (the runtime's plan, `place_offsets`).
+      if (st->chunk[i] > 0 && src[i] == dst + offset) {
+        done[i] = true;
+        g_in_place.fetch_add(1, std::memory_order_relaxed);
+      }
     } else if (st->layout == Layout::kPlain && st->outer == 1) {
       // One row: the input's plain form is its place in the output; reorder straight there.
       convert(i, x, dst + offset);
@@ -175,6 +197,7 @@ void RunConcat(OpContext& ctx, NodeSlot& slot) {
     offset += st->chunk[i];
   }
   if (!waited) strm.wait();
+  if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return;
   // Rows of a few KiB or more are worth splitting across threads.
   const int64_t min_rows = std::max<int64_t>(1, static_cast<int64_t>(65536 / st->row));
   ParallelRange(st->outer, min_rows, [&](int64_t b, int64_t e) {
@@ -194,6 +217,10 @@ constexpr KernelDef kKernels[] = {
 };
 
 }  // namespace
+
+uint64_t ConcatInputsInPlace() {
+  return g_in_place.load();
+}
 
 std::span<const KernelDef> ConcatKernels() {
   return kKernels;

@@ -328,6 +328,11 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   ctx.set_output(0, DType::kFloat, st->out_shape);
   slot.fused = st->fused;
   slot.out_layouts.assign(1, st->out_layout);
+  // The own pointwise and Winograd kernels (channels-last, no residual, Winograd without a
+  // separate activation pass) may write a channel slice of a wider tensor (a Concat's output).
+  const bool sum = st->fused && slot.fusion.sum;
+  slot.strided_out_ok = !sum && st->out_layout == Layout::kNhwc &&
+                        (st->pw || (st->wino && !st->wino_act && st->out_shape[1] % 8 == 0));
   return Status::Ok();
 }
 
@@ -348,7 +353,7 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
   if (st->pw) {
     st->pw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
                 st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
-                ctx.output(0).data<float>());
+                ctx.output(0).data<float>(), slot.out_pixel_stride);
     return;
   }
   if (st->gemv) {
@@ -372,7 +377,7 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
     const float* res = sum ? ctx.input(st->sum_index).data<float>() : nullptr;
     if (st->wino)
       st->wino->Run(ctx.input(0).data<float>(), bias, res, ctx.output(0).data<float>(),
-                    p.Scratch(0, st->wino->scratch_bytes()));
+                    p.Scratch(0, st->wino->scratch_bytes()), slot.out_pixel_stride);
     else
       st->gemm->Run(ctx.input(0).data<float>(), bias, res, ctx.output(0).data<float>(),
                     p.Scratch(0, st->gemm->scratch_bytes()));

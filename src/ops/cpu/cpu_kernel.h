@@ -33,13 +33,40 @@ namespace ferry::ops::cpu {
 
 // How a value's elements are stored. Non-plain layouts are rank-4 [N,C,H,W] float32, or uint8 /
 // int8 (the int8 kernels of qconv.cc), of the same byte size as plain (blocked layouts only when
-// C is a multiple of the block).
+// C is a multiple of the block). One exception: channels-last also holds a rank-5+ float value
+// [N, C1..Ck, H, W] whose channels were split by a Reshape view (ShuffleNet's channel shuffle:
+// Reshape [N,g,C/g,H,W] -> Transpose [0,2,1,3,4] -> Reshape [N,C,H,W]), stored [N,H,W,C1..Ck];
+// only Reshape views, Transpose, Slice and Shape read it (the runtime's NHWC rule), and
+// ConvertLayout converts it.
 enum class Layout : uint8_t {
   kPlain = 0,      // row-major in the logical shape
   kNhwc = 1,       // stored [N,H,W,C] (oneDNN acdb; its AVX-512 fp32 convolutions)
   kBlocked8 = 2,   // stored [N,C/8,H,W,8] (oneDNN aBcd8b; its AVX2 fp32 convolutions)
   kBlocked16 = 3,  // stored [N,C/16,H,W,16] (oneDNN aBcd16b)
 };
+
+// Element strides of each logical dim of a channels-last value of rank >= 4 ([N, C1..Ck, H, W]
+// stored [N, H, W, C1..Ck]).
+inline std::vector<int64_t> NhwcStrides(const Shape& s) {
+  const size_t r = s.size();
+  std::vector<int64_t> st(r, 1);
+  if (r < 4) return st;
+  int64_t acc = 1;
+  for (size_t k = r - 2; k-- > 1;) {  // the channel dims, innermost last
+    st[k] = acc;
+    acc *= s[k];
+  }
+  st[r - 1] = acc;
+  st[r - 2] = acc * s[r - 1];
+  st[0] = st[r - 2] * s[r - 2];
+  return st;
+}
+// The logical dims of a rank-r channels-last value in storage order: 0, r-2, r-1, 1..r-3.
+inline std::vector<size_t> NhwcOrder(size_t r) {
+  std::vector<size_t> o = {0, r - 2, r - 1};
+  for (size_t k = 1; k + 2 < r; ++k) o.push_back(k);
+  return o;
+}
 
 // Post-operations a kernel may absorb (Conv: sum, then activation).
 struct Fusion {
@@ -77,11 +104,22 @@ struct NodeSlot {
   std::vector<Layout> in_layouts;  // layout of each input this run
   std::vector<bool>
       nhwc_ok;  // output k may be written in a non-plain Layout (every reader accepts it)
+  // Set by the runtime before each run: output 0 is a channel slice of a wider channels-last
+  // buffer (a Concat's output, see `place_offsets`), its pixels this many elements apart; 0:
+  // dense. Only when this run's prepare set `strided_out_ok`.
+  int64_t out_pixel_stride = 0;
   // Set by the kernel's prepare:
   bool declined = false;            // run the reference kernel instead (this run)
   bool fused = false;               // `fusion` was accepted
+  bool strided_out_ok = false;      // output 0 may be written with `out_pixel_stride`
   std::vector<float> params;        // a pattern kernel's parameters (PatternMatch::params)
   std::vector<Layout> out_layouts;  // layout of each output (default kPlain)
+  // A kernel that copies its inputs into output 0 unchanged (Concat): per input, the byte offset
+  // of its place in the output when its producer could write it there instead (-1: no); its
+  // pixels `place_pixel_stride` elements apart (channels-last; the producer must support
+  // `out_pixel_stride`), or contiguous (0). Run skips an input already in its place.
+  std::vector<int64_t> place_offsets;
+  int64_t place_pixel_stride = 0;
   std::unique_ptr<KernelState> state;
 };
 
@@ -155,6 +193,11 @@ ProviderPtr MakeProvider(int threads);
 // gives them that mode back the same way.
 void BeginRun(Provider* p);
 void EndRun(Provider* p);
+
+// Whether the convolutions write channels-last on this CPU (oneDNN's choice for an fp32 3x3
+// convolution: AVX-512; with AVX2 they write 8-channel blocks). The runtime keeps views that
+// only channels-last allows (the channel shuffle's Reshapes) to machines where it is native.
+bool ChannelsLastNative();
 
 // Copies `src` (layout `from`) into `dst` (same shape and byte size, layout `to`).
 void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to);

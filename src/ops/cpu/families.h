@@ -19,10 +19,13 @@ std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip,
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
 std::span<const KernelDef> NormKernels();  // norm.cc: Softmax, ReduceMean/Sum, LayerNormalization
 std::span<const Pattern> NormPatterns();   // norm.cc: decomposed LayerNorm
-std::span<const KernelDef> MovementKernels();   // movement.cc: Transpose, Slice
-std::span<const KernelDef> GatherKernels();     // gather.cc: Gather
-std::span<const KernelDef> RnnKernels();        // rnn.cc: GRU, LSTM (own GEMM + gate math)
-std::span<const KernelDef> ConcatKernels();     // concat.cc: Concat (any layout)
+std::span<const KernelDef> MovementKernels();  // movement.cc: Transpose, Slice
+std::span<const KernelDef> GatherKernels();    // gather.cc: Gather
+std::span<const KernelDef> RnnKernels();       // rnn.cc: GRU, LSTM (own GEMM + gate math)
+std::span<const KernelDef> ConcatKernels();    // concat.cc: Concat (any layout)
+// Number of Concat inputs found already in their place in the output (written there by their
+// producer, the runtime's plan) in this process (tests check the path was taken).
+uint64_t ConcatInputsInPlace();
 std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalization (inference)
 std::span<const Pattern> BatchNormPatterns();   // batchnorm.cc: Concat -> BN [-> Relu]
 // mbconv.cc: 1x1 -> act -> depthwise -> act -> 1x1 [-> + x] (the inverted residual block)

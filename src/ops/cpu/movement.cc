@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/cpu/act512.h"
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
 
@@ -26,6 +27,10 @@ struct CopyState : KernelState {
   int64_t offset = 0;                  // first input element
   size_t elem = 0;                     // bytes per element
   Shape out_shape;
+  // Slice of a channel-blocked input (oneDNN's AVX2 layout): converted to plain into `plain`
+  // first, then sliced as plain.
+  Layout convert = Layout::kPlain;
+  std::vector<float> plain;
 };
 
 // Drops size-1 dims and merges dim k into k+1 when the input is contiguous across them.
@@ -131,11 +136,75 @@ void TransposeTiles(const CopyState& st, const std::byte* src, std::byte* dst, i
   }
 }
 
+// An interleave: the output's inner dims [B, A] with A small (2-8) read an input whose B is
+// contiguous and A strided (4-byte elements) — ShuffleNet's channel shuffle on channels-last
+// pixels, out[j * A + i] = in[i * cs + j]. Row by row it would gather A elements per row; here
+// each outer index (a pixel) walks its A input runs at once. Work items: outer indexes [o0, o1).
+constexpr int64_t kMaxInterleave = 8;
+
+bool Interleave(const CopyState& st) {
+  const size_t nd = st.dims.size();
+  return st.elem == 4 && nd >= 2 && st.strides[nd - 2] == 1 && st.strides[nd - 1] != 1 &&
+         st.dims[nd - 1] <= kMaxInterleave && st.dims[nd - 2] >= 16;
+}
+
+// Two runs of 16 into 32 interleaved floats: lanes (a0 b0 a1 b1 ...).
+FERRY_AVX512 void Interleave2Avx512(const float* a, const float* b, float* d, int64_t n) {
+  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 x = _mm512_loadu_ps(a + j), y = _mm512_loadu_ps(b + j);
+    _mm512_storeu_ps(d + 2 * j, _mm512_permutex2var_ps(x, lo, y));
+    _mm512_storeu_ps(d + 2 * j + 16, _mm512_permutex2var_ps(x, hi, y));
+  }
+  for (; j < n; ++j) {
+    d[2 * j] = a[j];
+    d[2 * j + 1] = b[j];
+  }
+}
+
+void InterleaveRows(const CopyState& st, const std::byte* src, std::byte* dst, int64_t o0,
+                    int64_t o1) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  const size_t nd = st.dims.size();
+  const int64_t b = st.dims[nd - 2], a = st.dims[nd - 1], cs = st.strides[nd - 1];
+  const auto* s0 = reinterpret_cast<const float*>(src) + st.offset;
+  auto* d0 = reinterpret_cast<float*>(dst);
+  for (int64_t o = o0; o < o1; ++o) {
+    int64_t off = 0;
+    for (size_t k = nd - 2, q = static_cast<size_t>(o); k-- > 0;) {
+      off += static_cast<int64_t>(q % static_cast<size_t>(st.dims[k])) * st.strides[k];
+      q /= static_cast<size_t>(st.dims[k]);
+    }
+    const float* s = s0 + off;
+    float* d = d0 + o * a * b;
+    if (a == 2 && avx512) {
+      Interleave2Avx512(s, s + cs, d, b);
+      continue;
+    }
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j) d[j * a + i] = s[i * cs + j];
+  }
+}
+
 void RunCopy(OpContext& ctx, NodeSlot& slot) {
-  const auto* st = static_cast<const CopyState*>(slot.state.get());
+  auto* st = static_cast<CopyState*>(slot.state.get());
   const auto* src = static_cast<const std::byte*>(ctx.input(0).raw());
   auto* dst = static_cast<std::byte*>(ctx.output(0).raw());
   if (NumElements(st->out_shape) == 0) return;
+  if (st->convert != Layout::kPlain) {
+    ConvertLayoutInto(ctx.input(0), st->convert, st->plain.data(), Layout::kPlain);
+    src = reinterpret_cast<const std::byte*>(st->plain.data());
+  }
+  if (Interleave(*st)) {
+    const size_t nd = st->dims.size();
+    const int64_t inner = st->dims[nd - 2] * st->dims[nd - 1];
+    const int64_t outer = NumElements(st->out_shape) / inner;
+    ParallelRange(outer, std::max<int64_t>(1, kParallelMinBytes / (inner * 4)),
+                  [&](int64_t b, int64_t e) { InterleaveRows(*st, src, dst, b, e); });
+    return;
+  }
   if (TiledTranspose(*st)) {
     const size_t nd = st->dims.size();
     const int64_t rows = st->dims[nd - 2], cols = st->dims[nd - 1];
@@ -152,27 +221,54 @@ void RunCopy(OpContext& ctx, NodeSlot& slot) {
                 [&](int64_t b, int64_t e) { CopyRows(*st, src, dst, b, e); });
 }
 
+// The input is plain, channels-last of rank >= 4 (a convolution's output, or a Reshape view of
+// one splitting its channels), or a channel-blocked float32 rank-4 tensor.
 bool Copyable(const OpContext& ctx, const NodeSlot& slot) {
-  return ctx.input_is_tensor(0) && ctx.input(0).dtype() != DType::kString &&
-         (slot.in_layouts.empty() || slot.in_layouts[0] == Layout::kPlain);
+  const Layout in = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() == DType::kString) return false;
+  if (in == Layout::kNhwc) return ctx.input(0).rank() >= 4;
+  return in == Layout::kPlain ||
+         (ctx.input(0).rank() == 4 && ctx.input(0).dtype() == DType::kFloat);
 }
 
-Status Install(OpContext& ctx, NodeSlot& slot, std::unique_ptr<CopyState> st) {
+// `dims` / `strides` per logical output dim: the copy walks them in the output's storage order,
+// channels-last when `nhwc` (dims 0, r-2, r-1, then the channel dims).
+Status Install(OpContext& ctx, NodeSlot& slot, std::unique_ptr<CopyState> st, bool nhwc = false) {
+  if (nhwc) {
+    std::vector<int64_t> d, s;
+    for (size_t k : NhwcOrder(st->dims.size())) {
+      d.push_back(st->dims[k]);
+      s.push_back(st->strides[k]);
+    }
+    st->dims = std::move(d);
+    st->strides = std::move(s);
+  }
   Simplify(&st->dims, &st->strides);
   ctx.set_output(0, ctx.input(0).dtype(), st->out_shape);
-  slot.out_layouts.assign(1, Layout::kPlain);
+  slot.out_layouts.assign(1, nhwc ? Layout::kNhwc : Layout::kPlain);
   slot.state = std::move(st);
   return Status::Ok();
 }
 
+// Whether the output of a copy from a channels-last input may stay channels-last: every reader
+// takes it and the permutation keeps N first and H, W last.
+bool KeepNhwc(const NodeSlot& slot, const std::vector<int64_t>& perm) {
+  const size_t r = perm.size();
+  return r >= 4 && !slot.nhwc_ok.empty() && slot.nhwc_ok[0] && perm[0] == 0 &&
+         perm[r - 2] == static_cast<int64_t>(r - 2) && perm[r - 1] == static_cast<int64_t>(r - 1);
+}
+
 // The input may be channels-last or channel-blocked (rank 4, read where a convolution wrote it;
-// ConvNeXt's NCHW -> NHWC permutes): its logical dims then have other strides, and a blocked
-// C splits into (C / block, block), both copied in output order.
+// ConvNeXt's NCHW -> NHWC permutes; channels-last also rank 5+, ShuffleNet's channel shuffle):
+// its logical dims then have other strides, and a blocked C splits into (C / block, block),
+// both copied in output order. A channels-last input whose permutation keeps N first and H, W
+// last stays channels-last when the readers take it (the shuffle: a per-pixel interleave).
 Status PrepareTranspose(OpContext& ctx, NodeSlot& slot) {
   const Layout layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
   const bool plain = layout == Layout::kPlain;
   if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() == DType::kString ||
-      (!plain && ctx.input(0).rank() != 4)) {
+      (!plain && ctx.input(0).rank() != 4 &&
+       !(layout == Layout::kNhwc && ctx.input(0).rank() > 4))) {
     slot.declined = true;
     return Status::Ok();
   }
@@ -189,7 +285,7 @@ Status PrepareTranspose(OpContext& ctx, NodeSlot& slot) {
   if (!plain) {
     const int64_t c = in[1], h = in[2], w = in[3];
     if (layout == Layout::kNhwc) {
-      is = {h * w * c, 1, w * c, c};
+      is = NhwcStrides(in);
     } else {
       block = layout == Layout::kBlocked8 ? 8 : 16;
       is = {c * h * w, h * w * block, w * block, block};  // C: the block index's stride
@@ -207,7 +303,7 @@ Status PrepareTranspose(OpContext& ctx, NodeSlot& slot) {
     st->dims.push_back(in[p]);
     st->strides.push_back(is[p]);
   }
-  return Install(ctx, slot, std::move(st));
+  return Install(ctx, slot, std::move(st), layout == Layout::kNhwc && KeepNhwc(slot, perm));
 }
 
 Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
@@ -274,13 +370,23 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
   auto st = std::make_unique<CopyState>();
   st->out_shape = out;
   st->elem = DTypeSize(ctx.input(0).dtype());
-  const std::vector<int64_t> is = RowMajorStrides(in);
+  const Layout layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  const bool nhwc = layout == Layout::kNhwc;
+  if (layout != Layout::kPlain && !nhwc) {
+    st->convert = layout;
+    st->plain.resize(static_cast<size_t>(ctx.input(0).size()));
+  }
+  const std::vector<int64_t> is = nhwc ? NhwcStrides(in) : RowMajorStrides(in);
   for (size_t k = 0; k < in.size(); ++k) {
     st->dims.push_back(out[k]);
     st->strides.push_back(step[k] * is[k]);
     if (out[k] > 0) st->offset += start[k] * is[k];
   }
-  return Install(ctx, slot, std::move(st));
+  // Channels-last in: channels-last out where the readers take it (ShuffleNet's split of the
+  // shuffled channels, read by a Concat and a Conv), else plain.
+  std::vector<int64_t> identity(in.size());
+  for (size_t k = 0; k < in.size(); ++k) identity[k] = static_cast<int64_t>(k);
+  return Install(ctx, slot, std::move(st), nhwc && KeepNhwc(slot, identity));
 }
 
 // Pad whose pads are all zero (torch exports one before DenseNet's AveragePool transitions): a
@@ -336,7 +442,7 @@ void RunPad(OpContext& ctx, NodeSlot& slot) {
 
 constexpr KernelDef kKernels[] = {
     {"", "Transpose", 1, 1000, nullptr, 0b1, 0, PrepareTranspose, RunCopy},
-    {"", "Slice", 1, 1000, nullptr, 0, 0, PrepareSlice, RunCopy},
+    {"", "Slice", 1, 1000, nullptr, 0b1, 0, PrepareSlice, RunCopy},
     {"", "Pad", 2, 1000, nullptr, 1, 0, PreparePad, RunPad},
 };
 

@@ -36,6 +36,7 @@ struct Args {
   const float* bias;  // [k] or null
   const float* res;   // [m][k] or null
   float* y;
+  int64_t ldy;  // floats between y's pixels (k, or a wider tensor's channels)
   float lo, hi;
 };
 
@@ -67,7 +68,7 @@ FERRY_AVX512 inline __attribute__((always_inline)) void Tile(const Args& g, int6
   const __m512 lo = _mm512_set1_ps(g.lo), hi = _mm512_set1_ps(g.hi);
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-    float* yp = g.y + (p0 + r) * g.k + k0;
+    float* yp = g.y + (p0 + r) * g.ldy + k0;
     const float* rp = g.res ? g.res + (p0 + r) * g.k + k0 : nullptr;
 #pragma GCC unroll 4
     for (int j = 0; j < P; ++j) {
@@ -177,8 +178,8 @@ void Pointwise::PackWeights(const float* w) {
   }
 }
 
-void Pointwise::Go(const float* x, const float* bias, const float* res, float* y, int64_t m,
-                   bool parallel) const {
+void Pointwise::Go(const float* x, const float* bias, const float* res, float* y, int64_t ldy,
+                   int64_t m, bool parallel) const {
   Args g;
   g.c = c_;
   g.k = k_;
@@ -188,6 +189,7 @@ void Pointwise::Go(const float* x, const float* bias, const float* res, float* y
   g.bias = bias;
   g.res = fusion_.sum ? res : nullptr;
   g.y = y;
+  g.ldy = ldy > 0 ? ldy : k_;
   std::tie(g.lo, g.hi) = fusion_.bounds();
   // (A residual aliasing y is read at each pixel before that pixel's store: in place is safe.)
   void (*range)(const Args&, int64_t, int64_t) =
@@ -203,14 +205,15 @@ void Pointwise::Go(const float* x, const float* bias, const float* res, float* y
   ParallelRange(units, 1, [&](int64_t b, int64_t e) { range(g, b * 12, std::min(m, e * 12)); });
 }
 
-void Pointwise::Run(const float* x, const float* bias, const float* res, float* y) const {
+void Pointwise::Run(const float* x, const float* bias, const float* res, float* y,
+                    int64_t ldy) const {
   g_runs.fetch_add(1, std::memory_order_relaxed);
-  Go(x, bias, res, y, m_, true);
+  Go(x, bias, res, y, ldy, m_, true);
 }
 
 void Pointwise::RunSerial(const float* x, const float* bias, const float* res, float* y,
                           int64_t m) const {
-  Go(x, bias, res, y, m, false);
+  Go(x, bias, res, y, 0, m, false);
 }
 
 }  // namespace ferry::ops::cpu

@@ -44,15 +44,16 @@ class Pointwise {
   // w: [K][C] (the conv's [K][C][1][1]).
   void PackWeights(const float* w);
   // x [m][c], res [m][k] (read when fusion.sum; may alias y), y [m][k], all NHWC; bias [k] or null.
-  // Runs on the calling OpenMP threads.
-  void Run(const float* x, const float* bias, const float* res, float* y) const;
+  // ldy > 0: y's pixels are ldy floats apart (a channel slice of a wider tensor; not with a
+  // residual). Runs on the calling OpenMP threads.
+  void Run(const float* x, const float* bias, const float* res, float* y, int64_t ldy = 0) const;
   // The same for the first m pixels of x / res / y (any m), on the calling thread only (the
   // fused inverted residual block runs one per thread on its rows).
   void RunSerial(const float* x, const float* bias, const float* res, float* y, int64_t m) const;
   int64_t channels_in() const { return c_; }
 
  private:
-  void Go(const float* x, const float* bias, const float* res, float* y, int64_t m,
+  void Go(const float* x, const float* bias, const float* res, float* y, int64_t ldy, int64_t m,
           bool parallel) const;
   int64_t m_, c_, k_;
   Fusion fusion_;

@@ -135,20 +135,53 @@ StateKey MakeKey(const OpContext& ctx, const NodeSlot& slot) {
   return k;
 }
 
+bool ChannelsLastNative() {
+  static const bool nhwc = [] {
+    try {
+      using md = dnnl::memory::desc;
+      const auto any = dnnl::memory::format_tag::any;
+      const auto f32 = dnnl::memory::data_type::f32;
+      dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+      const Shape y = {1, 64, 14, 14};
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct,
+                                        md({1, 64, 14, 14}, f32, any), md({64, 64, 3, 3}, f32, any),
+                                        md({1, 64, 14, 14}, f32, any), {1, 1}, {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc pd(d, eng);
+      return LayoutOf(pd.dst_desc(), y) == Layout::kNhwc;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return nhwc;
+}
+
 void ConvertLayout(const Tensor& src, Layout from, Tensor* dst, Layout to) {
   ConvertLayoutInto(src, from, dst->raw(), to);
 }
 
 void ConvertLayoutInto(const Tensor& src, Layout from, void* dst, Layout to) {
-  if (from == to || src.rank() != 4) {
+  // Rank 5+: only channels-last (a Reshape view splitting C) differs from plain.
+  const bool wide = src.rank() > 4 && (from == Layout::kNhwc || to == Layout::kNhwc);
+  if (from == to || (src.rank() != 4 && !wide)) {
     std::memcpy(dst, src.raw(), src.nbytes());
     return;
   }
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   const auto dt = DnnlType(src.dtype());
-  dnnl::memory s(LayoutDesc(src.shape(), from, dt), engine, const_cast<void*>(src.raw()));
-  dnnl::memory d(LayoutDesc(src.shape(), to, dt), engine, dst);
+  auto desc = [&](Layout l) {
+    if (!wide) return LayoutDesc(src.shape(), l, dt);
+    std::vector<int64_t> st =
+        l == Layout::kNhwc ? NhwcStrides(src.shape()) : std::vector<int64_t>();
+    if (st.empty()) {
+      st.assign(src.shape().size(), 1);
+      for (size_t k = st.size(); k-- > 1;) st[k - 1] = st[k] * src.shape()[k];
+    }
+    return dnnl::memory::desc(Dims(src.shape()), dt, dnnl::memory::dims(st.begin(), st.end()));
+  };
+  dnnl::memory s(desc(from), engine, const_cast<void*>(src.raw()));
+  dnnl::memory d(desc(to), engine, dst);
   dnnl::reorder(s, d).execute(stream, s, d);
   stream.wait();
 }

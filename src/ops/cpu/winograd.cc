@@ -593,8 +593,8 @@ void WinogradConv::PackWeights(const float* w) {
   });
 }
 
-void WinogradConv::Run(const float* x, const float* bias, const float* res, float* y,
-                       void* scratch) const {
+void WinogradConv::Run(const float* x, const float* bias, const float* res, float* y, void* scratch,
+                       int64_t ldy) const {
   g_runs.fetch_add(1, std::memory_order_relaxed);
   auto* sb = static_cast<std::byte*>(scratch);
   const WinogradShape& s = s_;
@@ -613,11 +613,12 @@ void WinogradConv::Run(const float* x, const float* bias, const float* res, floa
   a.res_layout = res_;
   const bool res_ok = !fusion_.sum || res_ == out_;
   if (out_ == Layout::kNhwc && s.k % 8 == 0 && res_ok) {
+    const int64_t ld = ldy > 0 ? ldy : s.k;
     a.y_fast = true;
-    a.y_img = s.oh * s.ow * s.k;
+    a.y_img = s.oh * s.ow * ld;
     a.y_cb = 8;
-    a.y_row = s.ow * s.k;
-    a.y_pix = s.k;
+    a.y_row = s.ow * ld;
+    a.y_pix = ld;
   } else {
     a.y_fast = out_ == Layout::kBlocked8 && res_ok;
     a.y_img = RoundUp(s.k, 8) * s.oh * s.ow;

@@ -80,8 +80,11 @@ class WinogradConv {
   void PackWeights(const float* w);
   size_t scratch_bytes() const;
   // bias: [K] or null; res: the residual in layout `res` (read only when fusion.sum), may alias y;
-  // scratch: scratch_bytes(), 64-byte aligned. Runs on the calling OpenMP threads.
-  void Run(const float* x, const float* bias, const float* res, float* y, void* scratch) const;
+  // scratch: scratch_bytes(), 64-byte aligned. ldy > 0: y's pixels are ldy floats apart (a
+  // channel slice of a wider tensor; only with a channels-last output, K % 8 == 0 and no
+  // residual). Runs on the calling OpenMP threads.
+  void Run(const float* x, const float* bias, const float* res, float* y, void* scratch,
+           int64_t ldy = 0) const;
 
   int tile() const { return m_; }
 
