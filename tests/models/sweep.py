@@ -8,11 +8,14 @@ PyTorch, ONNX Runtime and Ferry on seeded inputs. Per output, Ferry passes when
 Two steps, two pythons (the venv has onnxruntime and numpy 2; Debian's python has torch 1.13):
 
     .venv/bin/python tests/models/sweep.py --ferry build/src/ferry --out build/models/sweep [--only a,b] [--fast]
-        [--provider cpu|reference]
+        [--provider cpu|reference] [--planned]
 
 runs `/usr/bin/python3 tests/models/sweep.py export --out DIR --only ...` itself (exports are cached
 in DIR/<name>/ as model.onnx, input_K.npy, torch_K.npy, meta.json), then compares. `--list` prints
-the model names; `--fast` is the small subset ctest runs.
+the model names; `--fast` is the small subset ctest runs. `ferry run` runs a model once, on the
+unplanned first run; `--planned` also runs `ferry golden capture` (several input sets in one
+session: the later ones on the arena plan, with Concat inputs and residuals in place) and
+compares each set with ONNX Runtime (relative to the output's largest value, bar 1e-4).
 """
 import argparse
 import json
@@ -370,6 +373,45 @@ def npy_name(name):
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"
 
 
+def planned_check(args, path, ort, np):
+    """Runs after the first in one session use its arena plan (in-place Concat inputs and
+    residuals): `ferry golden capture` (several input sets in one session; 1 thread, where the 3x3
+    convolutions of SqueezeNet's fire modules run on Winograd and write their place) against ONNX
+    Runtime on the same inputs. Returns the largest |ferry - ort| / max|ort| over sets and outputs
+    (inf when a run or a shape differs)."""
+    import onnx
+    from onnx import numpy_helper
+    with tempfile.TemporaryDirectory() as tmp:
+        gd = os.path.join(tmp, "golden")
+        p = subprocess.run([args.ferry, "golden", "capture", path, "-o", gd, "--count", "2",
+                            "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            print("golden capture failed: " + p.stderr.strip()[-200:])
+            return float("inf")
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        names = [i.name for i in sess.get_inputs()]
+
+        def load(f):
+            t = onnx.TensorProto()
+            with open(f, "rb") as fh:
+                t.ParseFromString(fh.read())
+            return numpy_helper.to_array(t)
+
+        worst = 0.0
+        sets = sorted(d for d in os.listdir(gd) if d.startswith("test_data_set_"))
+        for ds in sets:
+            feeds = {n: load(os.path.join(gd, ds, "input_%d.pb" % k)) for k, n in enumerate(names)}
+            for k, want in enumerate(sess.run(None, feeds)):
+                got = load(os.path.join(gd, ds, "output_%d.pb" % k))
+                if got.shape != want.shape:
+                    return float("inf")
+                scale = float(np.max(np.abs(want))) if want.size else 0.0
+                diff = np.abs(got.astype(np.float64) - want)
+                diff[np.isnan(got) & np.isnan(want)] = 0.0
+                worst = max(worst, float(np.max(diff)) / max(scale, 1e-6) if want.size else 0.0)
+        return worst if len(sets) >= 2 else float("inf")
+
+
 def compare_main(args):
     import numpy as np
     import onnxruntime as ort
@@ -432,6 +474,11 @@ def compare_main(args):
             failed += not ok
             rows.append((name, n, "x".join(map(str, w.shape)), scale, e_ort, e_ferry, bar, secs,
                          "ok" if ok else "FAIL"))
+        if args.planned:
+            err = planned_check(args, path, ort, np)
+            ok = err <= 1e-4
+            failed += not ok
+            rows.append((name, "planned", "golden sets", 0, 0, err, 1e-4, 0, "ok" if ok else "FAIL"))
     print("\n%-30s %-7s %-16s %9s %9s %9s %9s %7s  %s" % ("model", "output", "shape", "max|torch|",
                                                         "ort_err", "ferry_err", "bar", "ferry_s", ""))
     for r in rows:
@@ -454,6 +501,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--fast", action="store_true", help="the small subset ctest runs")
     ap.add_argument("--provider", default="cpu", help="`ferry run --provider`: cpu or reference")
+    ap.add_argument("--planned", action="store_true",
+                    help="also check runs on the arena plan (golden capture vs ONNX Runtime)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--torch-python", default="/usr/bin/python3")
     args = ap.parse_args()
