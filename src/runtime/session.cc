@@ -1086,6 +1086,13 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     const auto t0 =
         profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     std::vector<int> out_ids = st.outputs;
+    // The step's inputs as a kernel's OpContext takes them (null: an absent optional input).
+    const auto step_inputs = [&] {
+      std::vector<const Value*> ins;
+      for (int id : st.inputs)
+        ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+      return ins;
+    };
     // Output 0 may go to a strided slot (a channel slice of a Concat's output) only when this
     // run's kernel takes the stride; `used_stride`: the one it got.
     bool strided_now = false;
@@ -1224,24 +1231,31 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
           ran = true;
         }
       }
+      // The output shape of a reshaping op as its reference prepare declares it (which
+      // validates); an error when it does not keep the element count.
+      const auto declared_shape = [&](Shape* shape) -> Status {
+        ops::OpContext ctx(*st.node, st.opset, step_inputs(), &outs);
+        FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
+        const auto& decl = ctx.declared();
+        if (decl.empty() || !decl[0].set || decl[0].dtype != v.tensor().dtype() ||
+            NumElements(decl[0].shape) != v.tensor().size())
+          return InvalidError("{}: a reshaping op declared {} for {} elements", st.node->Describe(),
+                              decl.empty() ? std::string("nothing") : ShapeToString(decl[0].shape),
+                              v.tensor().size());
+        *shape = decl[0].shape;
+        return Status::Ok();
+      };
       if (!relayout && v.is_tensor() && layouts[in] == Layout::kNhwc && fuse && nhwc_ok_[out] &&
           st.node->op_type == "Reshape") {
         // A channels-last value reshaped keeping N first and H, W last (its channels split or
         // merged: the channel shuffle) has the same storage: a channels-last view.
-        std::vector<const Value*> ins;
-        for (int id : st.inputs)
-          ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
-        ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
-        FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
-        const auto& decl = ctx.declared();
+        Shape ys;
+        FERRY_RETURN_IF_ERROR(declared_shape(&ys));
         const Shape& xs = v.tensor().shape();
         const size_t r = xs.size();
-        if (!decl.empty() && decl[0].set && decl[0].dtype == v.tensor().dtype() &&
-            NumElements(decl[0].shape) == v.tensor().size() && r >= 4 &&
-            decl[0].shape.size() >= 4 && decl[0].shape[0] == xs[0] &&
-            decl[0].shape[decl[0].shape.size() - 2] == xs[r - 2] &&
-            decl[0].shape.back() == xs[r - 1]) {
-          frame.values[out] = Value(v.tensor().Reshaped(decl[0].shape));
+        if (r >= 4 && ys.size() >= 4 && ys[0] == xs[0] && ys[ys.size() - 2] == xs[r - 2] &&
+            ys.back() == xs[r - 1]) {
+          frame.values[out] = Value(v.tensor().Reshaped(ys));
           layouts[out] = Layout::kNhwc;
           st.provider = "cpu (channels-last view)";
           relayout = ran = true;
@@ -1272,18 +1286,9 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         } else if (st.node->op_type == "Identity") {
           frame.values[out] = v;
         } else {
-          std::vector<const Value*> ins;
-          for (int id : st.inputs)
-            ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
-          ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
-          FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
-          const auto& decl = ctx.declared();
-          if (decl.empty() || !decl[0].set || decl[0].dtype != v.tensor().dtype() ||
-              NumElements(decl[0].shape) != v.tensor().size())
-            return InvalidError("{}: a reshaping op declared {} for {} elements",
-                                st.node->Describe(), ShapeToString(decl[0].shape),
-                                v.tensor().size());
-          frame.values[out] = Value(v.tensor().Reshaped(decl[0].shape));
+          Shape ys;
+          FERRY_RETURN_IF_ERROR(declared_shape(&ys));
+          frame.values[out] = Value(v.tensor().Reshaped(ys));
         }
         if (viewable) {
           layouts[out] = Layout::kPlain;
@@ -1295,10 +1300,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     if (st.shape_only && fuse && !ran) {
       // Every reader is a Shape/Size: declare the outputs (the reference prepare validates),
       // compute nothing. The tensors have no elements to read.
-      std::vector<const Value*> ins;
-      for (int id : st.inputs)
-        ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
-      ops::OpContext ctx(*st.node, st.opset, std::move(ins), &outs);
+      ops::OpContext ctx(*st.node, st.opset, step_inputs(), &outs);
       FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
       const auto& decl = ctx.declared();
       ran = decl.size() == st.outputs.size();
@@ -1313,9 +1315,7 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     }
     if (st.cpu && !ran) {
       ops::cpu::NodeSlot& slot = *st.slot;
-      std::vector<const Value*> ins;
-      for (int id : st.inputs)
-        ins.push_back(id < 0 ? nullptr : &frame.values[static_cast<size_t>(id)]);
+      std::vector<const Value*> ins = step_inputs();
       slot.fusion = fuse ? st.fusion : ops::cpu::Fusion{};
       if (slot.fusion.sum) {
         ins.resize(static_cast<size_t>(st.cpu->fuse_input), nullptr);

@@ -19,12 +19,6 @@ namespace {
 
 using namespace cpu_test;
 
-std::string ProviderOf(const std::vector<runtime::NodeReport>& report, const std::string& name) {
-  for (const auto& r : report)
-    if (r.name == name) return r.provider;
-  return "<none>";
-}
-
 // Whether the convolutions write channels-last here (AVX-512, oneDNN not capped).
 bool ChannelsLast() {
   return __builtin_cpu_supports("avx512f") && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr;
@@ -104,17 +98,17 @@ TEST(CpuChannelShuffle, ShuffleUnitMatchesReference) {
       ShuffleUnit(b, k, seed);
       auto report = ExpectMatchesReference(b, 1e-4, 1e-5, threads);
       // Node names: op type and index in the graph.
-      EXPECT_EQ(ProviderOf(report, "Transpose_8"), "cpu");
-      const std::string split = ProviderOf(report, "Reshape_7");
-      const std::string merge = ProviderOf(report, "Reshape_9");
+      EXPECT_EQ(ProviderOfNode(report, "Transpose_8"), "cpu");
+      const std::string split = ProviderOfNode(report, "Reshape_7");
+      const std::string merge = ProviderOfNode(report, "Reshape_9");
       if (ChannelsLast() && !k.flatten_reader) {
         EXPECT_EQ(split, "cpu (channels-last view)");
         EXPECT_EQ(merge, "cpu (channels-last view)");
       } else {
         EXPECT_EQ(merge, "cpu (view)");  // plain: the shuffle on the plain layout
       }
-      EXPECT_EQ(ProviderOf(report, "Slice_10"), "cpu");
-      EXPECT_EQ(ProviderOf(report, "Slice_11"), "cpu");
+      EXPECT_EQ(ProviderOfNode(report, "Slice_10"), "cpu");
+      EXPECT_EQ(ProviderOfNode(report, "Slice_11"), "cpu");
     }
     seed += 10;
   }
@@ -160,7 +154,7 @@ TEST(CpuChannelShuffle, SliceOfConvOutputMatchesReference) {
         b.Output("sl");
       }
       auto report = ExpectMatchesReference(b, 1e-4, 1e-5, threads);
-      EXPECT_EQ(ProviderOf(report, "Slice_1"), "cpu");
+      EXPECT_EQ(ProviderOfNode(report, "Slice_1"), "cpu");
     }
     ++seed;
   }

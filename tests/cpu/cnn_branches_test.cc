@@ -23,12 +23,6 @@ namespace {
 
 using namespace cpu_test;
 
-std::string ProviderOf(const std::vector<runtime::NodeReport>& report, const std::string& op) {
-  for (const auto& r : report)
-    if (r.op_type == op) return r.provider;
-  return "";
-}
-
 struct PadPoolCase {
   int64_t opset;
   Shape x;
@@ -113,10 +107,10 @@ TEST(CpuCnnBranches, PadAvgPoolMatchesReference) {
     b.Node("Conv", {"ap", "w2"}, {"y"});
     b.Output("y");
     auto report = ExpectMatchesReference(b);
-    EXPECT_EQ(ProviderOf(report, "Pad") == "cpu (PadAvgPool)", c.fuses)
-        << ProviderOf(report, "Pad");
+    EXPECT_EQ(ProviderOfOp(report, "Pad") == "cpu (PadAvgPool)", c.fuses)
+        << ProviderOfOp(report, "Pad");
     if (c.fuses) {
-      EXPECT_EQ(ProviderOf(report, "AveragePool"), "fused");
+      EXPECT_EQ(ProviderOfOp(report, "AveragePool"), "fused");
     }
   }
 }
@@ -177,10 +171,10 @@ TEST(CpuCnnBranches, ConcatBnMatchesReference) {
       b.Output(out);
     }
     auto report = ExpectMatchesReference(b);
-    EXPECT_EQ(ProviderOf(report, "Concat"), "cpu (ConcatBn)");
-    EXPECT_EQ(ProviderOf(report, "BatchNormalization"), "fused");
+    EXPECT_EQ(ProviderOfOp(report, "Concat"), "cpu (ConcatBn)");
+    EXPECT_EQ(ProviderOfOp(report, "BatchNormalization"), "fused");
     if (c.relu) {
-      EXPECT_EQ(ProviderOf(report, "Relu"), "fused");
+      EXPECT_EQ(ProviderOfOp(report, "Relu"), "fused");
     }
   }
 }
@@ -201,8 +195,8 @@ TEST(CpuCnnBranches, ConcatBnNeedsTheBnToBeTheOnlyReader) {
   b.Node("Add", {"r", "cat"}, {"y"});
   b.Output("y");
   auto report = ExpectMatchesReference(b);
-  EXPECT_EQ(ProviderOf(report, "Concat"), "cpu");
-  EXPECT_EQ(ProviderOf(report, "BatchNormalization"), "cpu");
+  EXPECT_EQ(ProviderOfOp(report, "Concat"), "cpu");
+  EXPECT_EQ(ProviderOfOp(report, "BatchNormalization"), "cpu");
 }
 
 struct MaxPoolCase {
@@ -253,7 +247,7 @@ TEST(CpuCnnBranches, PoolOnChannelVectorsMatchesReference) {
       b.Node("Conv", {"p", "w2"}, {"y"});
       b.Output("y");
       auto report = ExpectMatchesReference(b);
-      EXPECT_EQ(ProviderOf(report, c.avg < 0 ? "MaxPool" : "AveragePool"), "cpu");
+      EXPECT_EQ(ProviderOfOp(report, c.avg < 0 ? "MaxPool" : "AveragePool"), "cpu");
     }
 }
 
@@ -296,7 +290,7 @@ TEST(CpuCnnBranches, ReduceReadsConvLayouts) {
         b.Output("y");
         for (int threads : {1, 2}) {
           auto report = ExpectMatchesReference(b, 1e-5, 1e-6, threads);
-          EXPECT_EQ(ProviderOf(report, rc.op), "cpu");
+          EXPECT_EQ(ProviderOfOp(report, rc.op), "cpu");
         }
       }
     }

@@ -16,6 +16,7 @@ namespace {
 
 using cpu_test::ExpectMatchesReference;
 using cpu_test::GraphBuilder;
+using cpu_test::ProviderOfNode;
 using cpu_test::QScalar;
 using cpu_test::Rand;
 using cpu_test::SetInts;
@@ -27,12 +28,6 @@ void ConstNode(GraphBuilder& b, const std::string& name, float v) {
   a.type = ir::AttrType::kTensor;
   a.t = QScalar(DType::kFloat, v);
   n.attributes.push_back(std::move(a));
-}
-
-std::string ProviderOf(const std::vector<runtime::NodeReport>& report, const std::string& name) {
-  for (const auto& r : report)
-    if (r.name == name) return r.provider;
-  return "";
 }
 
 // Conv (channels 13 / 16 / 24: plain-or-NHWC, and blocked under AVX2) -> Transpose(perm), the
@@ -58,7 +53,7 @@ TEST(CpuConvNextLayout, TransposeOfConvOutputEveryPerm) {
       SetInts(b.Node("Transpose", {"c"}, {"t"}), "perm", p);
       b.Output("t");
       auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
-      EXPECT_EQ(ProviderOf(report, "Transpose_1"), "cpu");
+      EXPECT_EQ(ProviderOfNode(report, "Transpose_1"), "cpu");
     }
   }
 }
@@ -82,9 +77,9 @@ TEST(CpuConvNextLayout, PermutesAroundChannelsLastAreViews) {
     b.Node("Conv", {"u", "w2"}, {"y"});
     b.Output("y");
     auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
-    const std::string first = ProviderOf(report, "Transpose_1");
+    const std::string first = ProviderOfNode(report, "Transpose_1");
     EXPECT_TRUE(first == "cpu (view)" || first == "cpu") << first;
-    EXPECT_EQ(ProviderOf(report, "Transpose_3"), "cpu (view)");
+    EXPECT_EQ(ProviderOfNode(report, "Transpose_3"), "cpu (view)");
   }
 }
 
@@ -117,7 +112,7 @@ TEST(CpuConvNextLayout, BinaryOfTwoLayouts) {
             b.Output("y");
           }
           auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
-          EXPECT_EQ(ProviderOf(report, std::string(op) + "_1"), "cpu");
+          EXPECT_EQ(ProviderOfNode(report, std::string(op) + "_1"), "cpu");
         }
       }
     }

@@ -152,6 +152,22 @@ inline std::string AddPostOp(GraphBuilder& b, const std::string& y, PostOp op,
   return y;
 }
 
+// The provider a session's node report gives the node named `name` ("" when none has it).
+inline std::string ProviderOfNode(const std::vector<runtime::NodeReport>& report,
+                                  const std::string& name) {
+  for (const auto& r : report)
+    if (r.name == name) return r.provider;
+  return "";
+}
+
+// The provider of the first node of type `op` in a node report ("" when there is none).
+inline std::string ProviderOfOp(const std::vector<runtime::NodeReport>& report,
+                                const std::string& op) {
+  for (const auto& r : report)
+    if (r.op_type == op) return r.provider;
+  return "";
+}
+
 inline std::vector<runtime::NodeReport> ExpectMatchesReference(GraphBuilder& b, double rtol = 1e-4,
                                                                double atol = 1e-5,
                                                                int threads = 2) {

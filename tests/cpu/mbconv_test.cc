@@ -96,12 +96,6 @@ int64_t OutPixels(const Block& k) {
          ((k.w + k.pads[1] + k.pads[3] - k.kdw) / k.s + 1);
 }
 
-std::string ProviderOf(const std::vector<runtime::NodeReport>& report, const std::string& name) {
-  for (const auto& r : report)
-    if (r.name == name) return r.provider;
-  return "?";
-}
-
 // Node names as GraphBuilder gives them: op + "_" + index.
 std::string ExpandName(bool plain) {
   return "Conv_" + std::to_string(plain ? 0 : 1);
@@ -257,7 +251,7 @@ TEST(CpuMbConv, MatchesReference) {
       GraphBuilder b;
       Build(b, k, seed += 10);
       const auto report = ExpectMatchesReference(b, 1e-4, 1e-4);
-      EXPECT_EQ(ProviderOf(report, ExpandName(false)), "cpu (MbConv)");
+      EXPECT_EQ(ProviderOfNode(report, ExpandName(false)), "cpu (MbConv)");
       // (Squeeze-Excitation under 28x28 runs as separate ops at one thread: other sums.)
       if (k.se == 0 || OutPixels(k) >= 784) ExpectSameBitsAtOneAndTwoThreads(b);
     }
@@ -274,7 +268,7 @@ TEST(CpuMbConv, OneThreadKeepsSmallSeBlocksSeparate) {
     Build(b, k, 800);
     const auto report = ExpectMatchesReference(b, 1e-4, 1e-4, 1);
     const bool fused = k.se == 0 || OutPixels(k) >= 784;
-    EXPECT_EQ(ProviderOf(report, ExpandName(false)), fused ? "cpu (MbConv)" : "cpu")
+    EXPECT_EQ(ProviderOfNode(report, ExpandName(false)), fused ? "cpu (MbConv)" : "cpu")
         << "h " << k.h << " se " << k.se;
   }
 }
@@ -286,7 +280,7 @@ TEST(CpuMbConv, OutputWithTwoReaders) {
     GraphBuilder b;
     Build(b, k, 700, false, true);
     const auto report = ExpectMatchesReference(b, 1e-4, 1e-4);
-    EXPECT_EQ(ProviderOf(report, ExpandName(false)), "cpu (MbConv)");
+    EXPECT_EQ(ProviderOfNode(report, ExpandName(false)), "cpu (MbConv)");
   }
 }
 
@@ -298,7 +292,7 @@ TEST(CpuMbConv, DeclinedBlocksKeepTheirFusions) {
     GraphBuilder b;
     Build(b, k, seed += 10, true);
     const auto report = ExpectMatchesReference(b, 1e-4, 1e-4);
-    EXPECT_EQ(ProviderOf(report, ExpandName(true)), "cpu");
+    EXPECT_EQ(ProviderOfNode(report, ExpandName(true)), "cpu");
     for (const auto& r : report) {
       if (r.op_type == "Relu" || r.op_type == "Clip" || r.op_type == "Add") {
         EXPECT_EQ(r.provider, "fused") << r.name;
