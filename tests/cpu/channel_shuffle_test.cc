@@ -31,10 +31,8 @@ void Conv1x1(GraphBuilder& b, const std::string& x, const std::string& y, int64_
   b.Node("Conv", {x, y + "_w", y + "_b"}, {y});
 }
 
-void ShapeConst(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
-  Tensor t(DType::kInt64, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
-  b.Const(name, std::move(t));
+void ShapeConst(GraphBuilder& b, const std::string& name, const std::vector<int64_t>& v) {
+  b.Const(name, Int64s(v));
 }
 
 void ChannelSlice(GraphBuilder& b, const std::string& x, const std::string& y, int64_t from,

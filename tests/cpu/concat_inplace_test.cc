@@ -161,6 +161,34 @@ TEST(CpuConcatInPlace, SharedInputsAreCopied) {
   EXPECT_EQ(InPlaceOnSecondRun(out, 1), 0u);
 }
 
+TEST(CpuConcatInPlace, ViewOfTheConcatOutlivesItsInputs) {
+  // Two MatMuls placed in a plain Concat, a Reshape view of it (and a view of that) read only
+  // at the end, after a chain of same-sized values: the Concat's slot, which holds the placed
+  // inputs, must live until the views' last reader (no later value may reuse it).
+  GraphBuilder b;
+  b.Input("x", Rand({1, 12}, 9600));
+  b.Const("w0", Rand({12, 5}, 9601));
+  b.Const("w1", Rand({12, 6}, 9602));
+  b.Node("MatMul", {"x", "w0"}, {"m0"});
+  b.Node("MatMul", {"x", "w1"}, {"m1"});
+  SetInt(b.Node("Concat", {"m0", "m1"}, {"cat"}), "axis", 1);
+  b.Const("col", cpu_test::Int64s({11, 1}));
+  b.Node("Reshape", {"cat", "col"}, {"r"});
+  std::string t = "x";
+  for (int i = 0; i < 4; ++i) {  // values of the same size, produced after the Concat
+    const std::string w = "cw" + std::to_string(i), y = "c" + std::to_string(i);
+    b.Const(w, Rand({i == 0 ? 12 : 11, 11}, 9610 + i));
+    b.Node("MatMul", {t, w}, {y + "_m"});
+    b.Node("Relu", {y + "_m"}, {y});
+    t = y;
+  }
+  b.Const("row", cpu_test::Int64s({1, 11}));
+  b.Node("Reshape", {"r", "row"}, {"rr"});
+  b.Node("Add", {t, "rr"}, {"y"});
+  b.Output("y");
+  EXPECT_EQ(InPlaceOnSecondRun(b, 1), 2u);
+}
+
 TEST(CpuConcatInPlace, NestedPlainConcats) {
   // [1, k] MatMul outputs (plain, one row: contiguous places, any producer), a Concat of a
   // Concat: all four MatMuls and the inner Concat write their places.

@@ -94,6 +94,13 @@ inline void SetInt(ir::Node& n, const std::string& name, int64_t v) {
 }
 
 // A scalar tensor of type float, uint8 or int8 (quantization parameters in QDQ test graphs).
+// A 1-D int64 tensor (shapes, starts / ends / axes).
+inline Tensor Int64s(const std::vector<int64_t>& v) {
+  Tensor t(DType::kInt64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
 inline Tensor QScalar(DType t, double v) {
   Tensor s(t, Shape{});
   if (t == DType::kFloat)
