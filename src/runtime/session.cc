@@ -32,6 +32,12 @@ namespace {
 // Memoized outputs are kept only up to this size per step (shape arithmetic is a few bytes).
 constexpr size_t kMemoBytes = 64 << 10;
 
+// Shape and Size: their output depends on the input's (logical) shape only, not on its
+// elements or their layout.
+bool ReadsOnlyShape(const ir::Node& n) {
+  return (n.op_type == "Shape" || n.op_type == "Size") && n.domain.empty();
+}
+
 struct ArenaSlot {
   size_t offset = 0, size = 0;
   // > 0: a channel slice of a Concat's channels-last output (the value's own pixels this many
@@ -488,9 +494,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     const ir::Node& n = *steps_[s].node;
     if (n.op_type != "Transpose" || !n.domain.empty()) return false;
     const std::vector<int64_t> p = n.attr_ints("perm");
-    const size_t r = p.size();
-    return r >= 5 && p[0] == 0 && p[r - 2] == static_cast<int64_t>(r - 2) &&
-           p[r - 1] == static_cast<int64_t>(r - 1);
+    return p.size() >= 5 && ops::cpu::KeepsPixelDims(p);
   };
   // A Reshape splitting or merging a channels-last value's channels is a view (Run): taken
   // only between a channel transpose and readers that take channels-last, so a Reshape that
@@ -511,7 +515,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
   const auto reader_ok = [&](size_t s, size_t i) {
     const Step& st = steps_[s];
     const ir::Node& n = *st.node;
-    if ((n.op_type == "Shape" || n.op_type == "Size") && n.domain.empty()) return true;
+    if (ReadsOnlyShape(n)) return true;
     if (i == 0 && reshape_ok(s)) return true;
     return st.cpu && i < 32 && ((st.cpu->nhwc_inputs >> i) & 1u);
   };
@@ -773,7 +777,7 @@ void GraphExecutor::PlanMemo(const std::vector<bool>& is_const, const std::vecto
         st.pattern || !st.absorb.empty() || st.fold || st.outputs.empty() ||
         (st.alias && is_const[static_cast<size_t>(st.outputs[0])]))  // shared already
       continue;
-    const bool by_shape = n.op_type == "Shape" || n.op_type == "Size";
+    const bool by_shape = ReadsOnlyShape(n);
     bool ok = true;
     for (int o : st.outputs) ok = ok && o >= 0 && !is_output_[static_cast<size_t>(o)];
     for (size_t i = 0; ok && i < st.inputs.size(); ++i) {
@@ -1397,9 +1401,8 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
         }
         const Value& v = frame.values[static_cast<size_t>(id)];
         // Shape and Size read only the (logical) shape: no conversion.
-        const bool shape_only_reader =
-            (st.node->op_type == "Shape" || st.node->op_type == "Size") && st.node->domain.empty();
-        if (cpu_on && layouts[static_cast<size_t>(id)] != Layout::kPlain && !shape_only_reader) {
+        if (cpu_on && layouts[static_cast<size_t>(id)] != Layout::kPlain &&
+            !ReadsOnlyShape(*st.node)) {
           Tensor t(v.tensor().dtype(), v.tensor().shape());
           ops::cpu::ConvertLayout(v.tensor(), layouts[static_cast<size_t>(id)], &t, Layout::kPlain);
           converted.emplace_back(std::move(t));
@@ -1493,57 +1496,52 @@ Status GraphExecutor::Run(const Frame* parent, std::span<const Value> inputs,
     // Values freed before their producer ran, or never freed, keep conservative lifetimes.
     for (size_t id = 0; id < sizes.size(); ++id)
       if (last[id] < first[id]) last[id] = first[id];
-    // In place: an output written over its residual takes the residual's slot, which lives
-    // until the output's last reader (chains of blocks share one slot).
-    auto root = [&](size_t v) {
-      while (over[v] >= 0) v = static_cast<size_t>(over[v]);
-      return v;
+    // Values without a slot of their own, each a guest of a host value's slot:
+    //  * in place of a residual: an output written over its residual (the same bytes; chains
+    //    of residual blocks share one slot);
+    //  * in place of a Concat: an input whose only reader is the Concat, written by its producer
+    //    in the arena (a strided place also by a kernel that takes the stride), at its place in
+    //    the Concat output's slot. Not for values written over a residual or written over (their
+    //    slots are shared already). A Concat's output may itself be placed (contiguous places
+    //    nest).
+    // A host's slot lives from the first to the last reader of any of its guests.
+    struct Guest {
+      int host = -1;
+      int64_t offset = 0, stride = 0;
     };
+    std::vector<Guest> guest(sizes.size());
+    std::vector<bool> written_over(sizes.size(), false);
     for (size_t id = 0; id < sizes.size(); ++id)
       if (over[id] >= 0) {
-        const size_t r = root(id);
-        last[r] = std::max(last[r], last[id]);
+        guest[id].host = over[id];
+        written_over[static_cast<size_t>(over[id])] = true;
       }
-    // In place of a Concat: an input whose only reader is the Concat, written by its producer
-    // in the arena (a strided place also by a kernel that takes the stride), gets its place in
-    // the Concat output's slot, which lives from the first such producer on. Not for values
-    // written over a residual or written over (their slots are shared already). A Concat's
-    // output may itself be placed (contiguous places nest).
-    std::vector<bool> over_target(sizes.size(), false);
-    for (size_t id = 0; id < sizes.size(); ++id)
-      if (over[id] >= 0) over_target[static_cast<size_t>(over[id])] = true;
-    std::vector<int> parent(sizes.size(), -1);
-    std::vector<int64_t> place_off(sizes.size(), 0), place_stride(sizes.size(), 0);
     for (const Placement& pl : places) {
       const size_t v = static_cast<size_t>(pl.value), o = static_cast<size_t>(pl.concat_out);
-      if (!placeable_[v] || parent[v] >= 0 || sizes[v] == 0 || sizes[o] == 0 || over[v] >= 0 ||
-          over[o] >= 0 || over_target[v] || over_target[o] || (pl.stride > 0 && !strided_ok[v]))
+      if (!placeable_[v] || guest[v].host >= 0 || sizes[v] == 0 || sizes[o] == 0 || over[o] >= 0 ||
+          written_over[v] || written_over[o] || (pl.stride > 0 && !strided_ok[v]))
         continue;
-      parent[v] = pl.concat_out;
-      place_off[v] = pl.offset;
-      place_stride[v] = pl.stride;
+      guest[v] = {pl.concat_out, pl.offset, pl.stride};
     }
-    auto place_root = [&](size_t v, int64_t* off) {
-      for (; parent[v] >= 0; v = static_cast<size_t>(parent[v])) *off += place_off[v];
+    auto host_of = [&](size_t v, int64_t* off) {
+      for (; guest[v].host >= 0; v = static_cast<size_t>(guest[v].host)) *off += guest[v].offset;
       return v;
     };
-    std::vector<size_t> placed = sizes;
+    std::vector<size_t> own = sizes;
     for (size_t id = 0; id < sizes.size(); ++id) {
-      if (over[id] >= 0) placed[id] = 0;
-      if (parent[id] < 0) continue;
+      if (guest[id].host < 0) continue;
       int64_t off = 0;
-      const size_t r = place_root(id, &off);
+      const size_t r = host_of(id, &off);
       first[r] = std::min(first[r], first[id]);
       last[r] = std::max(last[r], last[id]);
-      placed[id] = 0;
+      own[id] = 0;
     }
-    ArenaPlan p = MakePlan(placed, first, last);
+    ArenaPlan p = MakePlan(own, first, last);
     for (size_t id = 0; id < sizes.size(); ++id) {
-      if (over[id] >= 0) p.slots[id] = p.slots[root(id)];
-      if (parent[id] < 0) continue;
+      if (guest[id].host < 0) continue;
       int64_t off = 0;
-      const size_t r = place_root(id, &off);
-      p.slots[id] = {p.slots[r].offset + static_cast<size_t>(off), sizes[id], place_stride[id]};
+      const size_t r = host_of(id, &off);
+      p.slots[id] = {p.slots[r].offset + static_cast<size_t>(off), sizes[id], guest[id].stride};
     }
     plans_.emplace(sig, std::move(p));
   }

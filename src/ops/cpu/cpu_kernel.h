@@ -61,6 +61,19 @@ inline std::vector<int64_t> NhwcStrides(const Shape& s) {
   st[0] = st[r - 2] * s[r - 2];
   return st;
 }
+// Element strides of each dim of a row-major (plain) tensor.
+inline std::vector<int64_t> PlainStrides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t k = s.size(); k-- > 1;) st[k - 1] = st[k] * s[k];
+  return st;
+}
+// Whether a permutation of rank 4+ keeps N first and H, W last (a channels-last value stays
+// channels-last under it: only each pixel's channels move).
+inline bool KeepsPixelDims(const std::vector<int64_t>& perm) {
+  const size_t r = perm.size();
+  return r >= 4 && perm[0] == 0 && perm[r - 2] == static_cast<int64_t>(r - 2) &&
+         perm[r - 1] == static_cast<int64_t>(r - 1);
+}
 // The logical dims of a rank-r channels-last value in storage order: 0, r-2, r-1, 1..r-3.
 inline std::vector<size_t> NhwcOrder(size_t r) {
   std::vector<size_t> o = {0, r - 2, r - 1};

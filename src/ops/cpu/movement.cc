@@ -54,12 +54,6 @@ void Simplify(std::vector<int64_t>* dims, std::vector<int64_t>* strides) {
   *strides = std::move(s);
 }
 
-std::vector<int64_t> RowMajorStrides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t k = s.size(); k-- > 1;) st[k - 1] = st[k] * s[k];
-  return st;
-}
-
 template <typename T>
 void GatherRow(const T* src, int64_t stride, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
@@ -253,9 +247,7 @@ Status Install(OpContext& ctx, NodeSlot& slot, std::unique_ptr<CopyState> st, bo
 // Whether the output of a copy from a channels-last input may stay channels-last: every reader
 // takes it and the permutation keeps N first and H, W last.
 bool KeepNhwc(const NodeSlot& slot, const std::vector<int64_t>& perm) {
-  const size_t r = perm.size();
-  return r >= 4 && !slot.nhwc_ok.empty() && slot.nhwc_ok[0] && perm[0] == 0 &&
-         perm[r - 2] == static_cast<int64_t>(r - 2) && perm[r - 1] == static_cast<int64_t>(r - 1);
+  return !slot.nhwc_ok.empty() && slot.nhwc_ok[0] && KeepsPixelDims(perm);
 }
 
 // The input may be channels-last or channel-blocked (rank 4, read where a convolution wrote it;
@@ -280,7 +272,7 @@ Status PrepareTranspose(OpContext& ctx, NodeSlot& slot) {
   auto st = std::make_unique<CopyState>();
   st->out_shape = decl[0].shape;
   st->elem = DTypeSize(ctx.input(0).dtype());
-  std::vector<int64_t> is = RowMajorStrides(in);
+  std::vector<int64_t> is = PlainStrides(in);
   int64_t block = 0;  // > 0: C (logical dim 1) stored in blocks of this many channels
   if (!plain) {
     const int64_t c = in[1], h = in[2], w = in[3];
@@ -376,7 +368,7 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
     st->convert = layout;
     st->plain.resize(static_cast<size_t>(ctx.input(0).size()));
   }
-  const std::vector<int64_t> is = nhwc ? NhwcStrides(in) : RowMajorStrides(in);
+  const std::vector<int64_t> is = nhwc ? NhwcStrides(in) : PlainStrides(in);
   for (size_t k = 0; k < in.size(); ++k) {
     st->dims.push_back(out[k]);
     st->strides.push_back(step[k] * is[k]);

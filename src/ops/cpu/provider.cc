@@ -142,11 +142,11 @@ bool ChannelsLastNative() {
       const auto any = dnnl::memory::format_tag::any;
       const auto f32 = dnnl::memory::data_type::f32;
       dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-      const Shape y = {1, 64, 14, 14};
+      const Shape y = {1, 64, 14, 14};  // the input's shape too (3x3, padding 1)
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::convolution_direct,
-                                        md({1, 64, 14, 14}, f32, any), md({64, 64, 3, 3}, f32, any),
-                                        md({1, 64, 14, 14}, f32, any), {1, 1}, {1, 1}, {1, 1});
+                                        dnnl::algorithm::convolution_direct, md(Dims(y), f32, any),
+                                        md({64, 64, 3, 3}, f32, any), md(Dims(y), f32, any), {1, 1},
+                                        {1, 1}, {1, 1});
       dnnl::convolution_forward::primitive_desc pd(d, eng);
       return LayoutOf(pd.dst_desc(), y) == Layout::kNhwc;
     } catch (const dnnl::error&) {
@@ -172,12 +172,8 @@ void ConvertLayoutInto(const Tensor& src, Layout from, void* dst, Layout to) {
   const auto dt = DnnlType(src.dtype());
   auto desc = [&](Layout l) {
     if (!wide) return LayoutDesc(src.shape(), l, dt);
-    std::vector<int64_t> st =
-        l == Layout::kNhwc ? NhwcStrides(src.shape()) : std::vector<int64_t>();
-    if (st.empty()) {
-      st.assign(src.shape().size(), 1);
-      for (size_t k = st.size(); k-- > 1;) st[k - 1] = st[k] * src.shape()[k];
-    }
+    const std::vector<int64_t> st =
+        l == Layout::kNhwc ? NhwcStrides(src.shape()) : PlainStrides(src.shape());
     return dnnl::memory::desc(Dims(src.shape()), dt, dnnl::memory::dims(st.begin(), st.end()));
   };
   dnnl::memory s(desc(from), engine, const_cast<void*>(src.raw()));
