@@ -93,18 +93,23 @@ struct Shape4 {
   bool bias;
 };
 
-// Parameter: the tile size and the GEMM ISA (AVX2 everywhere, AVX-512 where the CPU has it). The
-// ISA also picks the output layout (nChw8c with AVX2, NHWC with AVX-512), so both layouts'
-// direct read and write paths run on an AVX-512 machine.
-class WinogradConv : public ::testing::TestWithParam<std::tuple<ConvAlgo, bool>> {
+// Parameter: the tile size, the GEMM ISA (AVX2 everywhere, AVX-512 where the CPU has it) and the
+// split (the three phases over the whole image, or chunks of tiles each run start to end on one
+// thread). The ISA also picks the output layout (nChw8c with AVX2, NHWC with AVX-512), so both
+// layouts' direct read and write paths run on an AVX-512 machine.
+class WinogradConv : public ::testing::TestWithParam<std::tuple<ConvAlgo, bool, bool>> {
  protected:
   void SetUp() override {
     if (!ops::cpu::WinogradSupported()) GTEST_SKIP() << "no AVX2/FMA: Winograd is not used";
     if (std::get<1>(GetParam()) && !__builtin_cpu_supports("avx512f"))
       GTEST_SKIP() << "no AVX-512F";
     ops::cpu::SetWinogradAvx512(std::get<1>(GetParam()) ? 1 : 0);
+    ops::cpu::SetWinogradSplit(std::get<2>(GetParam()) ? 1 : 0);
   }
-  void TearDown() override { ops::cpu::SetWinogradAvx512(-1); }
+  void TearDown() override {
+    ops::cpu::SetWinogradAvx512(-1);
+    ops::cpu::SetWinogradSplit(-1);
+  }
   static ConvAlgo Algo() { return std::get<0>(GetParam()); }
 };
 
@@ -230,10 +235,11 @@ TEST_P(WinogradConv, ReadsOneDnnOutputs) {
 INSTANTIATE_TEST_SUITE_P(
     Tiles, WinogradConv,
     ::testing::Combine(::testing::Values(ConvAlgo::kWinograd2, ConvAlgo::kWinograd4),
-                       ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<ConvAlgo, bool>>& i) {
+                       ::testing::Bool(), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<ConvAlgo, bool, bool>>& i) {
       return std::string(std::get<0>(i.param) == ConvAlgo::kWinograd2 ? "F2x2_3x3" : "F4x4_3x3") +
-             (std::get<1>(i.param) ? "_avx512" : "_avx2");
+             (std::get<1>(i.param) ? "_avx512" : "_avx2") +
+             (std::get<2>(i.param) ? "_chunks" : "_phases");
     });
 
 // The rule never picks Winograd for shapes it cannot run, and the override is honoured.
@@ -257,16 +263,46 @@ TEST(WinogradRule, PicksAnAlgorithmPerShape) {
   EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kDirect);
   s.h = s.w = s.oh = s.ow = 28;
   EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kWinograd4);
-  // At 2 threads, under 30 M multiply-adds direct (SqueezeNet's 3x3 convs); larger ones, and the
-  // same one at 1 thread, Winograd.
+  // At 2 threads, under 30 M multiply-adds (SqueezeNet's 3x3 convs): Winograd in chunks (the
+  // phases' barriers cost more than oneDNN's direct convolution there); forced to the phases,
+  // direct. Larger ones, and the same one at 1 thread, Winograd either way.
   s.c = 32;
   s.k = 128;
   s.h = s.w = s.oh = s.ow = 27;
+  EXPECT_GT(ops::cpu::WinogradChunk(s, 4, 2), 0);
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 2), ConvAlgo::kWinograd4);
+  EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kWinograd4);
+  ops::cpu::SetWinogradSplit(0);
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 4, 2), 0);
   EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 2), ConvAlgo::kDirect);
   EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 1), ConvAlgo::kWinograd4);
+  ops::cpu::SetWinogradSplit(-1);
   s.c = s.k = 64;
   s.h = s.w = s.oh = s.ow = 56;
   EXPECT_EQ(ops::cpu::ChooseConvAlgo(s, 2), ConvAlgo::kWinograd4);
+}
+
+// Chunks: about 28 tiles each, their count a multiple of the threads; none where the transformed
+// weights would be read again from memory for every chunk (at one thread over 1.5 MB, at two
+// over 12 MB).
+TEST(WinogradRule, ChunksByWeightSize) {
+  ops::cpu::WinogradShape s;
+  s.n = 1;
+  s.c = s.k = 64;
+  s.h = s.w = s.oh = s.ow = 56;                     // F(4x4): 196 tiles, U 0.6 MB
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 4, 1), 28);  // 7 chunks
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 4, 2), 25);  // 8 chunks
+  s.c = s.k = 128;                                  // U 2.4 MB
+  s.h = s.w = s.oh = s.ow = 28;                     // 49 tiles
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 4, 1), 0);
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 4, 2), 25);
+  s.c = s.k = 512;  // F(2x2) U 16.8 MB
+  s.h = s.w = s.oh = s.ow = 14;
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 2, 2), 0);
+  s.c = s.k = 16;
+  s.h = s.w = s.oh = s.ow = 3;  // 4 tiles: one chunk at one thread, two at two
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 2, 1), 4);
+  EXPECT_EQ(ops::cpu::WinogradChunk(s, 2, 2), 2);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ namespace {
 std::atomic<int> g_override{-1};  // -1: not set (use the environment, then the rule)
 std::atomic<uint64_t> g_runs{0};
 std::atomic<int> g_gemm_isa{-1};  // -1: not set (the CPU decides); 0: AVX2; 1: AVX-512
+std::atomic<int> g_split{-1};     // -1: not set (environment, then the rule); 0: phases; 1: chunks
 
 constexpr int64_t kGemmRows = 6;   // tiles per GEMM step
 constexpr int64_t kGemmCols = 16;  // output channels per GEMM step (two AVX registers)
@@ -164,8 +165,10 @@ struct RunArgs {
   const float* u;                     // transformed weights
   const float* bias;                  // kp floats
   const float* res;                   // residual (fusion.sum) or null
-  float* v;                           // [A*A][t][cp]
-  float* m;                           // [A*A][t][kp]
+  float* v;                           // [A*A][vt][cp]
+  float* m;                           // [A*A][vt][kp]
+  int64_t vt;                         // tiles per position in v and m (t, or a chunk's)
+  int64_t t_base;                     // the tile at row 0 of v and m
   float* y;
   Layout out, res_layout;
   float lo, hi;  // activation bounds (-inf, inf: none)
@@ -183,9 +186,9 @@ FERRY_AVX2 void InputItems(const RunArgs& a, int64_t b, int64_t e) {
     const int64_t n = t / per_image, ty = t % per_image / a.tw, tx = t % a.tw;
     const int64_t iy0 = ty * M - s.pad_t, ix0 = tx * M - s.pad_l;
     const float* plane = a.x + n * a.x_img + cb * a.x_cb;
-    float* dst = a.v + t * a.cp + cb * 8;
+    float* dst = a.v + (t - a.t_base) * a.cp + cb * 8;
     if (iy0 >= 0 && ix0 >= 0 && iy0 + A <= s.h && ix0 + A <= s.w) {
-      InputTile<M>(plane + iy0 * a.x_row + ix0 * a.x_pix, a.x_row, a.x_pix, dst, a.t * a.cp);
+      InputTile<M>(plane + iy0 * a.x_row + ix0 * a.x_pix, a.x_row, a.x_pix, dst, a.vt * a.cp);
       continue;
     }
     std::memset(buf, 0, sizeof(buf));
@@ -197,24 +200,25 @@ FERRY_AVX2 void InputItems(const RunArgs& a, int64_t b, int64_t e) {
         std::memcpy(buf + (i * A + j) * 8, plane + iy * a.x_row + (ix0 + j) * a.x_pix,
                     8 * sizeof(float));
     }
-    InputTile<M>(buf, A * 8, 8, dst, a.t * a.cp);
+    InputTile<M>(buf, A * 8, 8, dst, a.vt * a.cp);
   }
 }
 
-// GEMM of work items [b, e) (item = position * K/16 + output channel block).
-FERRY_AVX2 void GemmItems(const RunArgs& a, int64_t b, int64_t e) {
+// GEMM of work items [b, e) (item = position * K/16 + output channel block) for the rows of
+// tiles [t0, t1) of v and m.
+FERRY_AVX2 void GemmItems(const RunArgs& a, int64_t b, int64_t e, int64_t t0, int64_t t1) {
   const int64_t kb_n = a.kp / kGemmCols;
   for (int64_t item = b; item < e; ++item) {
     const int64_t p = item / kb_n, kb = item % kb_n;
-    const float* vp = a.v + p * a.t * a.cp;
+    const float* vp = a.v + p * a.vt * a.cp;
     const float* up = a.u + (p * kb_n + kb) * a.cp * kGemmCols;
-    float* mp = a.m + p * a.t * a.kp + kb * kGemmCols;
-    int64_t t = 0;
-    for (; t + kGemmRows <= a.t; t += kGemmRows)
+    float* mp = a.m + p * a.vt * a.kp + kb * kGemmCols;
+    int64_t t = t0;
+    for (; t + kGemmRows <= t1; t += kGemmRows)
       GemmStep<kGemmRows>(vp + t * a.cp, a.cp, up, a.cp, mp + t * a.kp, a.kp);
     const float* vt = vp + t * a.cp;
     float* mt = mp + t * a.kp;
-    switch (a.t - t) {
+    switch (t1 - t) {
       case 5:
         GemmStep<5>(vt, a.cp, up, a.cp, mt, a.kp);
         break;
@@ -272,23 +276,24 @@ FERRY_AVX512 void GemmTail512(int rows, const float* v, int64_t vs, const float*
   ((rows == R + 1 ? GemmStep512<R + 1, P>(v, vs, u, us, c, out, os) : void()), ...);
 }
 
-// AVX-512 GEMM of work items [b, e) (item = position * ceil(K/32) + pair of 16-channel panels).
-FERRY_AVX512 void GemmItems512(const RunArgs& a, int64_t b, int64_t e) {
+// AVX-512 GEMM of work items [b, e) (item = position * ceil(K/32) + pair of 16-channel panels)
+// for the rows of tiles [t0, t1) of v and m.
+FERRY_AVX512 void GemmItems512(const RunArgs& a, int64_t b, int64_t e, int64_t t0, int64_t t1) {
   const int64_t kb_n = a.kp / kGemmCols, pairs = (kb_n + 1) / 2, us = a.cp * kGemmCols;
   for (int64_t item = b; item < e; ++item) {
     const int64_t p = item / pairs, kb = item % pairs * 2;
     const bool two = kb + 1 < kb_n;
-    const float* vp = a.v + p * a.t * a.cp;
+    const float* vp = a.v + p * a.vt * a.cp;
     const float* up = a.u + (p * kb_n + kb) * us;
-    float* mp = a.m + p * a.t * a.kp + kb * kGemmCols;
-    int64_t t = 0;
-    for (; t + kRows512 <= a.t; t += kRows512) {
+    float* mp = a.m + p * a.vt * a.kp + kb * kGemmCols;
+    int64_t t = t0;
+    for (; t + kRows512 <= t1; t += kRows512) {
       if (two)
         GemmStep512<kRows512, 2>(vp + t * a.cp, a.cp, up, us, a.cp, mp + t * a.kp, a.kp);
       else
         GemmStep512<kRows512, 1>(vp + t * a.cp, a.cp, up, us, a.cp, mp + t * a.kp, a.kp);
     }
-    const int rows = static_cast<int>(a.t - t);
+    const int rows = static_cast<int>(t1 - t);
     if (rows == 0) continue;
     if (two)
       GemmTail512<2>(rows, vp + t * a.cp, a.cp, up, us, a.cp, mp + t * a.kp, a.kp,
@@ -323,7 +328,7 @@ FERRY_AVX2 void OutputItems(const RunArgs& a, int64_t b, int64_t e) {
     const int64_t oy0 = ty * M, ox0 = tx * M;
     const int64_t ny = std::min<int64_t>(M, s.oh - oy0), nx = std::min<int64_t>(M, s.ow - ox0);
     __m256 o[M][M];
-    OutputTile<M>(a.m + t * a.kp + kb * 8, a.t * a.kp, o);
+    OutputTile<M>(a.m + (t - a.t_base) * a.kp + kb * 8, a.vt * a.kp, o);
     const __m256 bias = _mm256_loadu_ps(a.bias + kb * 8);
     if (fast) {
       const int64_t base = n * a.y_img + kb * a.y_cb + oy0 * a.y_row + ox0 * a.y_pix;
@@ -414,9 +419,9 @@ void RunPhases(const RunArgs& a) {
                 n_out = a.t * ((a.s->k + 7) / 8);
   auto gemm = [&](int64_t b, int64_t e) {
     if (wide)
-      GemmItems512(a, b, e);
+      GemmItems512(a, b, e, 0, a.t);
     else
-      GemmItems(a, b, e);
+      GemmItems(a, b, e, 0, a.t);
   };
 #ifdef _OPENMP
   if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
@@ -432,6 +437,46 @@ void RunPhases(const RunArgs& a) {
   InputItems<M>(a, 0, n_in);
   gemm(0, n_gemm);
   OutputItems<M>(a, 0, n_out);
+}
+
+// The tiles in chunks of `chunk`: each chunk's input transform, GEMM and output transform run
+// one after the other on one thread, in that thread's v and m (`slots` of them, each `vt` =
+// chunk tiles per position; a.v and a.m point at slot 0, slot_v / slot_m floats apart), chunks
+// handed out dynamically: one barrier per convolution instead of three, and a chunk's transformed
+// tiles stay in the core's cache. Every tile's arithmetic is the same as in RunPhases.
+template <int M>
+void RunChunks(const RunArgs& a, int64_t chunk, int slots, size_t slot_v, size_t slot_m) {
+  const bool wide = WinogradAvx512();
+  const int64_t kb_n = a.kp / kGemmCols, cb_n = a.cp / 8, ko_n = (a.s->k + 7) / 8;
+  const int64_t n_gemm = (M + 2) * (M + 2) * (wide ? (kb_n + 1) / 2 : kb_n);
+  const int64_t chunks = (a.t + chunk - 1) / chunk;
+  auto run = [&](int slot, int64_t c) {
+    RunArgs mine = a;
+    mine.v = a.v + slot * slot_v;
+    mine.m = a.m + slot * slot_m;
+    mine.t_base = c * chunk;
+    const int64_t t0 = c * chunk, t1 = std::min(a.t, t0 + chunk);
+    InputItems<M>(mine, t0 * cb_n, t1 * cb_n);
+    if (wide)
+      GemmItems512(mine, 0, n_gemm, 0, t1 - t0);
+    else
+      GemmItems(mine, 0, n_gemm, 0, t1 - t0);
+    OutputItems<M>(mine, t0 * ko_n, t1 * ko_n);
+  };
+#ifdef _OPENMP
+  const int threads =
+      static_cast<int>(std::min<int64_t>(std::min(omp_get_max_threads(), slots), chunks));
+  if (threads > 1 && !omp_in_parallel()) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int slot = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t c = 0; c < chunks; ++c) run(slot, c);
+    }
+    return;
+  }
+#endif
+  for (int64_t c = 0; c < chunks; ++c) run(0, c);
 }
 
 // Filter transform of 16 output channels x one input channel: U = G g G^T in double (the inner
@@ -492,6 +537,10 @@ uint64_t WinogradRuns() {
   return g_runs.load();
 }
 
+void SetWinogradSplit(int chunks) {
+  g_split.store(chunks);
+}
+
 void SetWinogradAvx512(int on) {
   g_gemm_isa.store(on);
 }
@@ -512,6 +561,34 @@ bool WinogradSupported() {
 }
 
 constexpr int64_t kThreadedMinMacs = 30'000'000;
+
+int64_t WinogradChunk(const WinogradShape& s, int m, int threads) {
+  // SetWinogradSplit, else FERRY_WINOGRAD_SPLIT=chunks|phases (read once), else the rule.
+  static const int from_env = [] {
+    const char* e = std::getenv("FERRY_WINOGRAD_SPLIT");
+    const std::string_view v = e ? e : "";
+    return v == "chunks" ? 1 : v == "phases" ? 0 : -1;
+  }();
+  const int set = g_split.load(std::memory_order_relaxed);
+  const int forced = set >= 0 ? set : from_env;
+  const int64_t tiles = s.n * ((s.oh + m - 1) / m) * ((s.ow + m - 1) / m);
+  if (tiles < 1) return 0;
+  // Every chunk reads all of the transformed weights U (positions x C x K floats), the phases
+  // read them once; chunks keep each tile's V and M in the core's cache and need no barriers
+  // between the phases. By measurement (src/ops/cpu/README.md): at one thread, chunks while U
+  // fits the 2 MB L2 beside a chunk's buffers (ResNet-18's 56x56 convs, U 0.6 MB, 0.71-0.80;
+  // VGG-11's 112x112 64 -> 128, 1.2 MB, 0.68; its 56x56 128 -> 256, 4.7 MB, 1.01; Wide-ResNet's
+  // 28x28 256 -> 256, 9.4 MB, 1.41-1.52); at 2 threads up to 12 MB (ResNet-18's 28x28 / 14x14,
+  // 2.4 / 4.2 MB, 0.87-0.93; 9.4 MB 0.94-0.97; 14x14 512 -> 512, 16.8 MB, 0.96-1.07).
+  const double u_bytes = 4.0 * (m + 2) * (m + 2) * s.c * s.k;
+  const bool want = forced >= 0 ? forced == 1 : u_bytes <= (threads > 1 ? 12e6 : 1.5e6);
+  if (!want) return 0;
+  // About 28 tiles (two AVX-512 GEMM steps) per chunk, the count a multiple of the threads.
+  const int64_t t = std::max(1, threads);
+  int64_t n_chunks = std::max<int64_t>(1, (tiles + 14) / 28);
+  n_chunks = (n_chunks + t - 1) / t * t;
+  return (tiles + n_chunks - 1) / n_chunks;
+}
 
 ConvAlgo ChooseConvAlgo(const WinogradShape& s, int threads) {
   // Measured on ResNet-18's shapes (src/ops/cpu/README.md). Few channels (not measured): the
@@ -540,8 +617,11 @@ ConvAlgo ChooseConvAlgo(const WinogradShape& s, int threads) {
   // model 0.89, SqueezeNet 1.0 0.95, DenseNet-121's 28x28 / 14x14 ones 0.94; medians of 7
   // alternating rounds). At one thread Winograd stays (direct 1.07-1.22 there). So these convs'
   // results depend on the thread count.
-  if (threads > 1 && s.n * s.oh * s.ow * s.c * s.k * 9 < kThreadedMinMacs) return ConvAlgo::kDirect;
-  return s.oh * s.ow >= 400 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
+  const int m = s.oh * s.ow >= 400 ? 4 : 2;
+  if (threads > 1 && s.n * s.oh * s.ow * s.c * s.k * 9 < kThreadedMinMacs &&
+      WinogradChunk(s, m, threads) == 0)
+    return ConvAlgo::kDirect;
+  return m == 4 ? ConvAlgo::kWinograd4 : ConvAlgo::kWinograd2;
 }
 
 WinogradConv::WinogradConv(const WinogradShape& s, int tile, Layout in, Layout out, Layout res,
@@ -563,8 +643,13 @@ WinogradConv::WinogradConv(const WinogradShape& s, int tile, Layout in, Layout o
     return at;
   };
   off_x_ = take(DirectInput() ? 0 : sizeof(float) * s.n * cp_ * s.h * s.w);
-  off_v_ = take(sizeof(float) * positions * t_ * cp_);
-  off_m_ = take(sizeof(float) * positions * t_ * kp_);
+  // Chunks (WinogradChunk): each thread's v and m for one chunk of tiles; else the whole image's.
+  // The rule for the session's thread count; a v / m slot for every thread a run may use.
+  chunk_ = WinogradChunk(s, m_, omp_get_max_threads());
+  slots_ = chunk_ > 0 ? std::max({1, omp_get_max_threads(), omp_get_num_procs()}) : 1;
+  const int64_t vt = chunk_ > 0 ? chunk_ : t_;
+  off_v_ = take(sizeof(float) * positions * vt * cp_ * slots_);
+  off_m_ = take(sizeof(float) * positions * vt * kp_ * slots_);
   off_r_ = take(fusion_.sum && res_ != out_ ? sizeof(float) * s.n * s.k * s.oh * s.ow : 0);
   off_b_ = take(sizeof(float) * kp_);
   total_ = off;
@@ -608,6 +693,8 @@ void WinogradConv::Run(const float* x, const float* bias, const float* res, floa
   a.u = u_.data() + u_off_;
   a.v = reinterpret_cast<float*>(sb + off_v_);
   a.m = reinterpret_cast<float*>(sb + off_m_);
+  a.vt = chunk_ > 0 ? chunk_ : t_;
+  a.t_base = 0;
   a.y = y;
   a.out = out_;
   a.res_layout = res_;
@@ -675,7 +762,13 @@ void WinogradConv::Run(const float* x, const float* bias, const float* res, floa
     }
   }
   std::tie(a.lo, a.hi) = fusion_.bounds();
-  if (m_ == 2)
+  const size_t positions = static_cast<size_t>(a_) * a_;
+  const size_t slot_v = positions * chunk_ * cp_, slot_m = positions * chunk_ * kp_;
+  if (chunk_ > 0 && m_ == 2)
+    RunChunks<2>(a, chunk_, slots_, slot_v, slot_m);
+  else if (chunk_ > 0)
+    RunChunks<4>(a, chunk_, slots_, slot_v, slot_m);
+  else if (m_ == 2)
     RunPhases<2>(a);
   else
     RunPhases<4>(a);

@@ -10,7 +10,9 @@
 //  * one GEMM per position, M[p] = V[p] x U[p] ([tiles x C] x [C x K]), own AVX2/FMA kernel
 //    (6 tiles x 16 output channels per step);
 //  * the output transform adds the bias, the fused residual (Fusion::sum) and the activation and
-//    writes nChw8c (or any other Layout through a scalar path).
+//    writes nChw8c (or any other Layout through a scalar path);
+//  * the three phases run over the whole image (a barrier after each) or, where WinogradChunk
+//    says so, start to end per chunk of tiles on one thread.
 // The kernels are compiled for AVX2+FMA with a function attribute and used only when the CPU has
 // them (WinogradSupported); without them conv.cc keeps oneDNN's direct convolution.
 #pragma once
@@ -71,6 +73,14 @@ struct WinogradShape {
 // by measurement (src/ops/cpu/README.md): kDirect, kWinograd2, kWinograd4 or (AVX-512) kGemm.
 ConvAlgo ChooseConvAlgo(const WinogradShape& s, int threads);
 
+// Tiles per chunk when a Winograd conv of this shape and tile side m runs in chunks (each chunk's
+// three phases on one thread, see winograd.cc RunChunks) for `threads` threads; 0: the three
+// phases over the whole image, one parallel region with a barrier after each phase.
+int64_t WinogradChunk(const WinogradShape& s, int m, int threads);
+// Forces the split for convs prepared from now on: 1 chunks, 0 phases, -1 back to the rule
+// (tests; FERRY_WINOGRAD_SPLIT=chunks|phases from the command line).
+void SetWinogradSplit(int chunks);
+
 class WinogradConv {
  public:
   // tile: 2 or 4. `in`, `out`, `res`: layouts of the input, output and residual (Fusion::sum).
@@ -101,6 +111,8 @@ class WinogradConv {
   size_t u_off_ = 0;      // first 64-byte aligned float of u_
   // Scratch layout (byte offsets).
   size_t off_x_ = 0, off_v_ = 0, off_m_ = 0, off_r_ = 0, off_b_ = 0, total_ = 0;
+  int64_t chunk_ = 0;  // tiles per chunk (WinogradChunk), 0: phases over the whole image
+  int slots_ = 1;      // v / m buffers (one per thread in chunks)
 };
 
 }  // namespace ferry::ops::cpu
