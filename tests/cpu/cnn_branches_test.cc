@@ -16,6 +16,7 @@
 #include "cpu/cpu_harness.h"
 #include "ir/graph.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/stem.h"
 #include "runtime/session.h"
 
 namespace ferry {
@@ -221,8 +222,14 @@ TEST(CpuCnnBranches, PoolOnChannelVectorsMatchesReference) {
       {{1, 13, 9, 7}, {3, 2}, {2, 1}, {}, {1, 0, 2, 1}, 0, false, 1},
       {{1, 24, 8, 8}, {2, 2}, {2, 2}, {}, {0, 0, 0, 0}, 0, false, 0},
   };
+  // The pools here run on their own (a 4-channel conv before them is a first-layer conv that
+  // stem_test.cc's first conv + MaxPool pattern would otherwise take with the pool).
+  ops::cpu::SetStemPoolModeForTesting(0);
   struct Guard {
-    ~Guard() { ops::cpu::SetMaxPoolIsaForTesting(0); }
+    ~Guard() {
+      ops::cpu::SetMaxPoolIsaForTesting(0);
+      ops::cpu::SetStemPoolModeForTesting(-1);
+    }
   } guard;
   for (int isa = 0; isa < 3; ++isa)  // the widest the CPU has, AVX2, scalar
     for (size_t ci = 0; ci < cases.size(); ++ci) {

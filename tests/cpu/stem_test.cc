@@ -3,7 +3,14 @@
 // 3x5, 4x4, 7x7 and 11x11 with strides 1, 2, 4 and symmetric, asymmetric and no pads, images from
 // 1x1 to 33x31 (border-only rows, tile remainders), batch 1 and 2, with and without bias, each
 // post-op (none, Relu, Clip, SiLU, HardSwish), the output read by a conv (NHWC); every shape forced
-// onto the kernel (run count checked), bit-identical at 1 and 2 threads, and the rule.
+// onto the kernel (run count checked), bit-identical at 1 and 2 threads, and the rule. The first
+// conv + [act] + MaxPool pattern on the same kernel: pools 3x3 / 2x2 / 3x2, strides 1 and 2, pads,
+// ceil_mode (with a last window dropped), batch 2, strips of one pooled row (the overlapping conv
+// rows carried between strips) and of many, a NaN that must win its windows, against the reference
+// and bit-identical to the conv and pool run separately, at 1 and 2 threads; a MaxPool with an
+// Indices output, or a conv output read twice, is not taken.
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -115,6 +122,198 @@ TEST(StemRule, SmallKernelsOnly) {
   s.kh = s.kw = 3;
   s.c = 16;
   EXPECT_FALSE(ops::cpu::StemWanted(s, relu));
+}
+
+// With a MaxPool after it (the pattern): the 7x7 stems too, not 11x11, not K 16 with a Relu.
+TEST(StemRule, PoolPatternTakesSevenBySeven) {
+  if (!ops::cpu::StemSupported()) GTEST_SKIP() << "no AVX-512F";
+  ops::cpu::StemShape s;
+  s.n = 1;
+  s.c = 3;
+  s.h = s.w = 224;
+  s.kh = s.kw = 7;
+  s.sh = s.sw = 2;
+  s.oh = s.ow = 112;
+  s.k = 64;
+  ops::cpu::Fusion relu;
+  relu.act = ops::cpu::Fusion::Act::kRelu;
+  EXPECT_TRUE(ops::cpu::StemPoolWanted(s, relu));
+  s.kh = s.kw = 11;
+  EXPECT_FALSE(ops::cpu::StemPoolWanted(s, relu));
+  s.kh = s.kw = 3;
+  s.k = 16;
+  EXPECT_FALSE(ops::cpu::StemPoolWanted(s, relu));
+  s.k = 96;  // SqueezeNet 1.0's: more than the kernel's 64 channels
+  s.kh = s.kw = 7;
+  EXPECT_FALSE(ops::cpu::StemPoolWanted(s, relu));
+}
+
+// ---- The first conv + [act] + MaxPool pattern ----
+
+struct PoolCase {
+  Case conv;
+  std::vector<int64_t> k, s, pads;
+  int64_t ceil;
+  bool nan;
+};
+
+const PoolCase kPoolCases[] = {
+    // SqueezeNet 1.1's stem (3x3 stride 2, no pads) and pool (3x3 stride 2, ceil_mode).
+    {{1, 3, 31, 31, 64, 3, 3, 2, 2, {0, 0, 0, 0}, true, PostOp::kRelu},
+     {3, 3},
+     {2, 2},
+     {0, 0, 0, 0},
+     1,
+     false},
+    // ResNet's / ShuffleNetV2's: 7x7 / 3x3 stride 2 padded, pool 3x3 stride 2 pad 1.
+    {{2, 3, 29, 27, 64, 7, 7, 2, 2, {3, 3, 3, 3}, false, PostOp::kRelu},
+     {3, 3},
+     {2, 2},
+     {1, 1, 1, 1},
+     0,
+     false},
+    {{1, 3, 24, 20, 24, 3, 3, 2, 2, {1, 1, 1, 1}, true, PostOp::kClip},
+     {3, 3},
+     {2, 2},
+     {1, 1, 1, 1},
+     0,
+     true},
+    // 2x2 stride 2 after a SiLU; an asymmetric 3x2 window with stride 1 x 2 and odd K.
+    {{1, 1, 17, 18, 40, 3, 3, 1, 1, {1, 1, 1, 1}, true, PostOp::kSilu},
+     {2, 2},
+     {2, 2},
+     {0, 0, 0, 0},
+     0,
+     false},
+    {{2, 4, 13, 15, 13, 3, 5, 1, 2, {1, 2, 1, 2}, false, PostOp::kNone},
+     {3, 2},
+     {1, 2},
+     {1, 0, 2, 1},
+     0,
+     true},
+    // ceil_mode: conv output 8x8, pool 2 stride 2 pad 1: ceil gives 5 windows, the last one
+    // starts in the end pad and is dropped.
+    {{1, 3, 8, 8, 16, 3, 3, 1, 1, {1, 1, 1, 1}, true, PostOp::kHardSwish},
+     {2, 2},
+     {2, 2},
+     {1, 1, 1, 1},
+     1,
+     false},
+};
+
+GraphBuilder BuildPool(const PoolCase& pc, uint32_t seed, bool indices = false,
+                       bool second_reader = false) {
+  const Case& c = pc.conv;
+  GraphBuilder b;
+  b.Opset(14);
+  Tensor x = Rand({c.n, c.c, c.h, c.w}, seed++);
+  if (pc.nan) x.data<float>()[c.w + 2] = std::nanf("");
+  b.Input("x", std::move(x));
+  b.Const("w", Rand({c.k, c.c, c.kh, c.kw}, seed++, -0.4f, 0.4f));
+  std::vector<std::string> ins = {"x", "w"};
+  if (c.bias) {
+    b.Const("bias", Rand({c.k}, seed++));
+    ins.push_back("bias");
+  }
+  ir::Node& conv = b.Node("Conv", ins, {"c0"});
+  SetInts(conv, "pads", c.pads);
+  SetInts(conv, "strides", {c.sh, c.sw});
+  const std::string y = AddPostOp(b, "c0", c.post);
+  std::vector<std::string> pool_outs = {"p"};
+  if (indices) pool_outs.push_back("idx");
+  ir::Node& mp = b.Node("MaxPool", {y}, pool_outs);
+  SetInts(mp, "kernel_shape", pc.k);
+  SetInts(mp, "strides", pc.s);
+  SetInts(mp, "pads", pc.pads);
+  SetInt(mp, "ceil_mode", pc.ceil);
+  b.Const("wy", Rand({8, c.k, 1, 1}, seed++, -0.3f, 0.3f));  // a reader that takes NHWC
+  b.Node("Conv", {"p", "wy"}, {"out"});
+  b.Output("out");
+  if (indices) b.Output("idx");
+  if (second_reader) {
+    b.Node("Relu", {y}, {"y2"});
+    b.Output("y2");
+  }
+  return b;
+}
+
+class StemPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!ops::cpu::StemSupported()) GTEST_SKIP() << "no AVX-512F: oneDNN runs these";
+    ops::cpu::SetStemPoolModeForTesting(1);
+  }
+  void TearDown() override {
+    ops::cpu::SetStemPoolModeForTesting(-1);
+    ops::cpu::SetStemPoolStripBytesForTesting(0);
+  }
+};
+
+TEST_F(StemPoolTest, MatchesReference) {
+  uint32_t seed = 9800;
+  for (int64_t strip_bytes : {int64_t{1}, int64_t{0}})  // one pooled row per strip; the default
+    for (const PoolCase& pc : kPoolCases) {
+      const Case& c = pc.conv;
+      SCOPED_TRACE(::testing::Message()
+                   << "n=" << c.n << " " << c.h << "x" << c.w << " k=" << c.k << " kernel " << c.kh
+                   << "x" << c.kw << " pool " << pc.k[0] << "x" << pc.k[1] << " stride " << pc.s[0]
+                   << "x" << pc.s[1] << " ceil " << pc.ceil << " strip bytes " << strip_bytes);
+      ops::cpu::SetStemPoolStripBytesForTesting(strip_bytes);
+      GraphBuilder b = BuildPool(pc, seed);
+      seed += 10;
+      const uint64_t before = ops::cpu::StemPoolRuns();
+      auto report = ExpectMatchesReference(b, 1e-4, 1e-5, static_cast<int>(c.n));
+      EXPECT_EQ(ops::cpu::StemPoolRuns() - before, 2u);  // two runs
+      EXPECT_EQ(ProviderOfOp(report, "MaxPool"), "fused");
+    }
+}
+
+// The pattern's output has the bits of the conv and the pool run separately (the same conv tiles
+// and max order), at 1 and 2 threads.
+TEST_F(StemPoolTest, SameBitsAsSeparateKernels) {
+  ops::cpu::SetStemModeForTesting(1);  // the separate conv on the same kernel
+  ops::cpu::SetStemPoolStripBytesForTesting(1);
+  for (const PoolCase& pc : kPoolCases) {
+    GraphBuilder b = BuildPool(pc, 9900);
+    std::vector<std::vector<Value>> outs;
+    for (int fused : {1, 0})
+      for (int threads : {1, 2}) {
+        ops::cpu::SetStemPoolModeForTesting(fused);
+        SessionOptions o;
+        o.threads = threads;
+        auto s = Session::Create(b.model(), o);
+        ASSERT_TRUE(s.ok()) << s.status().message();
+        auto out = (*s)->Run(b.feeds());
+        ASSERT_TRUE(out.ok()) << out.status().message();
+        EXPECT_EQ(ProviderOfOp((*s)->node_report(), "MaxPool"), fused ? "fused" : "cpu");
+        outs.push_back(std::move(out).value());
+      }
+    for (size_t i = 1; i < outs.size(); ++i) {
+      const Tensor& a = outs[0][0].tensor();
+      const Tensor& o = outs[i][0].tensor();
+      ASSERT_EQ(a.shape(), o.shape());
+      EXPECT_EQ(0, std::memcmp(a.raw(), o.raw(), a.nbytes())) << "variant " << i;
+    }
+  }
+  ops::cpu::SetStemModeForTesting(-1);
+}
+
+// Not the pattern: a MaxPool that also writes Indices, a conv output read outside the match.
+TEST_F(StemPoolTest, OtherReadersKeepTheStepsSeparate) {
+  for (bool indices : {true, false}) {
+    GraphBuilder b = BuildPool(kPoolCases[1], 9950, indices, !indices);
+    const uint64_t before = ops::cpu::StemPoolRuns();
+    SessionOptions ref_opts;
+    ref_opts.provider = "reference";
+    auto ref = Session::Create(b.model(), ref_opts);
+    auto cpu = Session::Create(b.model(), {});
+    ASSERT_TRUE(ref.ok() && cpu.ok());
+    auto want = (*ref)->Run(b.feeds());
+    auto got = (*cpu)->Run(b.feeds());
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_EQ(ops::cpu::StemPoolRuns(), before);
+    EXPECT_NE(ProviderOfOp((*cpu)->node_report(), "MaxPool"), "fused");
+  }
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ std::span<const KernelDef> BatchNormKernels();  // batchnorm.cc: BatchNormalizat
 std::span<const Pattern> BatchNormPatterns();   // batchnorm.cc: Concat -> BN [-> Relu]
 // mbconv.cc: 1x1 -> act -> depthwise -> act -> 1x1 [-> + x] (the inverted residual block)
 std::span<const Pattern> MbConvPatterns();
+// stem.cc: a first conv (few input channels) -> [act] -> MaxPool as one kernel
+std::span<const Pattern> StemPoolPatterns();
 // qmatmul.cc: DynamicQuantizeLinear, MatMulInteger, QLinearMatMul (own int8 GEMM, qgemm.h)
 std::span<const KernelDef> QMatMulKernels();
 std::span<const Pattern> QMatMulPatterns();  // qmatmul.cc: the dynamic-quantized MatMul chain
@@ -77,6 +79,20 @@ inline int Other(const GraphView& g, size_t s, int v) {
   if (b == v && a != v) return a;
   return -1;
 }
+
+// Conv step with constant float weights [k0, k1, kh, kw] (and a bias of k0 when given), dilation
+// 1, explicit pads (no auto_pad): its weights, group, strides and pads (ConvStep).
+struct ConvAt {
+  const Tensor* w = nullptr;
+  int64_t group = 1;
+  std::vector<int64_t> strides, pads;
+};
+bool ConvStep(const GraphView& g, size_t s, ConvAt* c);
+// After value *v: a Relu, a Clip (constant bounds) or, with `gates`, a HardSwish that alone reads
+// it, or a SiLU / HardSwish gate (v * Sigmoid(v), v * HardSigmoid(v) with 1/6, 0.5). Sets f and
+// moves *v to its output, adding the steps to `steps`; without one f stays kNone. False: a
+// Clip's bounds are not constants (or the activation's output is missing).
+bool TakeAct(const GraphView& g, int* v, Fusion* f, std::vector<size_t>* steps, bool gates);
 
 // Validates the node with its reference prepare on the first `num_inputs` inputs of `ctx` and
 // returns what it declares for each output (the reference's state is discarded).

@@ -9,6 +9,7 @@
 
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/pool.h"
 #include "ops/cpu/vec.h"
 
 namespace ferry::ops::cpu {
@@ -16,13 +17,6 @@ namespace ferry::ops::cpu {
 namespace {
 
 using dnnl::memory;
-
-// Max pooling on channel vectors (own loops): `images` images of h x w pixels, each pixel `vc`
-// contiguous floats (NHWC: the C channels of an image; channel-blocked: one block of 8 / 16).
-struct VecPoolGeom {
-  int64_t images = 0, vc = 0, h = 0, w = 0, oh = 0, ow = 0;
-  int64_t kh = 0, kw = 0, sh = 0, sw = 0, dh = 0, dw = 0, pt = 0, pl = 0;
-};
 
 struct PoolState : KernelState {
   StateKey key;
@@ -33,8 +27,6 @@ struct PoolState : KernelState {
   bool own_max = false;  // MaxPool in NHWC / blocked, layout kept: VecMaxPool, not oneDNN
   VecPoolGeom geom;
 };
-
-constexpr int64_t kMaxTaps = 256;  // larger windows stay on oneDNN
 
 // The input pixels under output pixel (oy, ox)'s window, as float offsets into the image, rows
 // [ky0, ky1) (the rows inside the image, from the row's setup); returns their count.
@@ -74,6 +66,8 @@ void MaxTapsScalar(const float* xi, const int64_t* off, int nt, int64_t j, int64
 
 // Vector forms: max_ps(acc, v) takes v when v is NaN; a NaN already in acc is kept by masking.
 // The K registers are unrolled (without the pragma GCC kept acc[] on the stack: 2x slower).
+// (Dropping the ordered compare from the chain — a plain max plus a NaN mask per tap, NaN pixels
+// redone by the scalar loop — ran GoogLeNet's pools 1.2-1.4x slower: more ops per tap.)
 template <int K>
 __attribute__((target("avx512f"), always_inline)) inline void MaxTaps512(const float* xi,
                                                                          const int64_t* off, int nt,
@@ -157,17 +151,7 @@ void VecMaxPoolRowScalar(const float* x, float* y, const VecPoolGeom& g, int64_t
   }
 }
 
-// One output row (image `img`, row `oy`) of max pooling on channel vectors, on the widest ISA the
-// CPU has. Every window holds at least one input pixel (the reference prepare rejects others);
-// pads never win.
-using VecMaxPoolRowFn = void (*)(const float*, float*, const VecPoolGeom&, int64_t, int64_t);
 std::atomic<int> g_max_pool_isa{0};  // SetMaxPoolIsaForTesting: 0 widest, 1 AVX2, 2 scalar
-VecMaxPoolRowFn VecMaxPoolRow() {
-  const int cap = g_max_pool_isa.load(std::memory_order_relaxed);
-  if (cap == 0 && __builtin_cpu_supports("avx512f")) return VecMaxPoolRow512;
-  if (cap <= 1 && __builtin_cpu_supports("avx2")) return VecMaxPoolRow256;
-  return VecMaxPoolRowScalar;
-}
 
 bool Accepts2d(const ir::Node& n) {
   const ir::Attribute* ks = n.attr("kernel_shape");
@@ -366,6 +350,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void SumPixelsNhwc(
 }
 
 }  // namespace
+
+VecMaxPoolRowFn VecMaxPoolRow() {
+  const int cap = g_max_pool_isa.load(std::memory_order_relaxed);
+  if (cap == 0 && __builtin_cpu_supports("avx512f")) return VecMaxPoolRow512;
+  if (cap <= 1 && __builtin_cpu_supports("avx2")) return VecMaxPoolRow256;
+  return VecMaxPoolRowScalar;
+}
 
 void ChannelSums(const float* s, Layout in, int64_t n, int64_t c, int64_t hw, float scale, float* d,
                  std::vector<float>& part) {

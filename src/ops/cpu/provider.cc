@@ -95,7 +95,7 @@ std::span<const Pattern> AllPatterns() {
   static const std::vector<Pattern> all = [] {
     std::vector<Pattern> v;
     for (auto fam : {NormPatterns(), QMatMulPatterns(), QuantPatterns(), PoolPatterns(),
-                     BatchNormPatterns(), MbConvPatterns()})
+                     BatchNormPatterns(), MbConvPatterns(), StemPoolPatterns()})
       v.insert(v.end(), fam.begin(), fam.end());
     return v;
   }();

@@ -39,6 +39,19 @@ bool StemSupported();
 bool StemWanted(const StemShape& s, const Fusion& fusion);
 // Tests: 0 never, 1 every shape the kernel takes (as FERRY_STEM=own), -1 back to the environment.
 void SetStemModeForTesting(int mode);
+// Whether the first conv + MaxPool pattern (stem.cc) computes this conv and the pool after it:
+// by measurement kernels up to 7x7 with 24+ output channels or a SiLU / HardSwish (the 7x7 stems
+// too, which StemWanted leaves to oneDNN on their own); FERRY_STEM_POOL=own every shape the
+// kernel takes (up to 11x11), =onednn never (the conv and the pool then run separately).
+bool StemPoolWanted(const StemShape& s, const Fusion& fusion);
+// Tests: 0 never, 1 every shape the kernel takes (as FERRY_STEM_POOL=own), -1 the environment.
+// Takes effect at the next session build (matching) and state build (prepare).
+void SetStemPoolModeForTesting(int mode);
+// Number of first conv + MaxPool pattern runs in this process (tests).
+uint64_t StemPoolRuns();
+// Tests: the conv rows one strip of the pattern may buffer, in bytes (a few: one pooled row per
+// strip); 0 the default. Takes effect when the pattern's state is built.
+void SetStemPoolStripBytesForTesting(int64_t bytes);
 // Number of StemConv runs in this process (tests).
 uint64_t StemRuns();
 
@@ -50,6 +63,11 @@ class StemConv {
   void PackWeights(const float* w);
   // x: plain [N, C, H, W]; bias [K] or null; y: NHWC [N, OH, OW, K].
   void Run(const float* x, const float* bias, float* y) const;
+  // Output rows [r0, r1) (row = n * OH + oy) on the calling thread, written to `dst` one after
+  // the other (OW * K floats each) or, when dst is null, to their place in y.
+  void RunRows(const float* x, const float* bias, float* y, int64_t r0, int64_t r1,
+               float* dst) const;
+  const StemShape& shape() const { return s_; }
 
  private:
   StemShape s_;
