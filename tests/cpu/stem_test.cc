@@ -316,5 +316,21 @@ TEST_F(StemPoolTest, OtherReadersKeepTheStepsSeparate) {
   }
 }
 
+// A conv the reference rejects (stride 0) inside the pattern: the kernel declines and the Conv
+// step reports the error (no crash, no division by the stride).
+TEST_F(StemPoolTest, BadConvGeometryIsReportedByTheConv) {
+  PoolCase bad = kPoolCases[0];
+  bad.conv.sh = 0;
+  GraphBuilder b = BuildPool(bad, 9990);
+  auto cpu = Session::Create(b.model(), {});
+  if (!cpu.ok()) {
+    EXPECT_NE(cpu.status().message().find("Conv"), std::string::npos) << cpu.status().message();
+    return;
+  }
+  auto got = (*cpu)->Run(b.feeds());
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("strides"), std::string::npos) << got.status().message();
+}
+
 }  // namespace
 }  // namespace ferry

@@ -357,6 +357,12 @@ Status PrepareStemPool(OpContext& ctx, NodeSlot& slot) {
     std::vector<int64_t> cs = ctx.attr_ints("strides"), cp = ctx.attr_ints("pads");
     if (cs.empty()) cs = {1, 1};
     if (cp.empty()) cp = {0, 0, 0, 0};
+    bool geometry_ok = cs.size() == 2 && cp.size() == 4 && cs[0] >= 1 && cs[1] >= 1;
+    for (int64_t v : cp) geometry_ok = geometry_ok && v >= 0;
+    if (!geometry_ok) {  // the Conv step reports it
+      slot.declined = true;
+      return Status::Ok();
+    }
     StemShape sh;
     sh.n = x.dim(0);
     sh.c = x.dim(1);
@@ -394,8 +400,7 @@ Status PrepareStemPool(OpContext& ctx, NodeSlot& slot) {
     // Shapes the steps would reject (they report the error when run one by one), and shapes
     // the rule leaves to the separate kernels.
     if (w.dim(1) != sh.c || sh.n < 1 || sh.c < 1 || sh.oh < 1 || sh.ow < 1 || g.oh < 1 ||
-        g.ow < 1 || (ctx.has_input(2) && ctx.input(2).dim(0) != sh.k) || cs.size() != 2 ||
-        cp.size() != 4 || !StemPoolWanted(sh, f)) {
+        g.ow < 1 || (ctx.has_input(2) && ctx.input(2).dim(0) != sh.k) || !StemPoolWanted(sh, f)) {
       slot.declined = true;
       return Status::Ok();
     }

@@ -610,13 +610,12 @@ ConvAlgo ChooseConvAlgo(const WinogradShape& s, int threads) {
   // channels, per node own / oneDNN direct: 1.06-1.24 at 1 thread, 1.4-2.3 at 2; 28x28 ones with
   // F(4x4) win, 0.76-0.85).
   if (s.oh * s.ow < 400 && s.c <= 32) return ConvAlgo::kDirect;
-  // With 2+ threads, convolutions under 30 M multiply-adds: Winograd's three phases (each a
-  // parallel region with its barrier) scale 1.06-1.37x at 2 threads on SqueezeNet 1.1's 3x3
-  // convs (14-28 M), oneDNN's direct convolution enough better that it wins there (per node,
-  // direct / Winograd at 2 threads: 55x55 16 -> 64 0.76-0.78, 13x13 0.68-0.84, 27x27 1.03; the
-  // model 0.89, SqueezeNet 1.0 0.95, DenseNet-121's 28x28 / 14x14 ones 0.94; medians of 7
-  // alternating rounds). At one thread Winograd stays (direct 1.07-1.22 there). So these convs'
-  // results depend on the thread count.
+  // With 2+ threads, convolutions under 30 M multiply-adds that would run in phases (WinogradChunk
+  // 0): the phases' barriers cost more than the transforms save (in phases Winograd scaled
+  // 1.06-1.37x at 2 threads on SqueezeNet 1.1's 3x3 convs, 14-28 M, oneDNN's direct convolution
+  // 1.6-1.9x: per node, direct / Winograd at 2 threads 55x55 16 -> 64 0.76-0.78, 13x13 0.68-0.84,
+  // 27x27 1.03). In chunks they run Winograd (SqueezeNet 1.1's 3x3 expands and Concats 0.72 of
+  // direct at 2 threads), and the same algorithm at any thread count.
   const int m = s.oh * s.ow >= 400 ? 4 : 2;
   if (threads > 1 && s.n * s.oh * s.ow * s.c * s.k * 9 < kThreadedMinMacs &&
       WinogradChunk(s, m, threads) == 0)
