@@ -14,8 +14,9 @@ runs `/usr/bin/python3 tests/models/sweep.py export --out DIR --only ...` itself
 in DIR/<name>/ as model.onnx, input_K.npy, torch_K.npy, meta.json), then compares. `--list` prints
 the model names; `--fast` is the small subset ctest runs. `ferry run` runs a model once, on the
 unplanned first run; `--planned` also runs `ferry golden capture` (several input sets in one
-session: the later ones on the arena plan, with Concat inputs and residuals in place) and
-compares each set with ONNX Runtime (relative to the output's largest value, bar 1e-4).
+session, at 1 and at 2 threads: the later sets on the arena plan, with Concat inputs and residuals
+in place) and compares each set with ONNX Runtime (relative to the output's largest value, bar
+1e-4).
 """
 import argparse
 import json
@@ -375,41 +376,46 @@ def npy_name(name):
 
 def planned_check(args, path, ort, np):
     """Runs after the first in one session use its arena plan (in-place Concat inputs and
-    residuals): `ferry golden capture` (several input sets in one session; 1 thread, where the 3x3
-    convolutions of SqueezeNet's fire modules run on Winograd and write their place) against ONNX
-    Runtime on the same inputs. Returns the largest |ferry - ort| / max|ort| over sets and outputs
-    (inf when a run or a shape differs)."""
+    residuals): `ferry golden capture` (several input sets in one session) at 1 and at 2 threads
+    (SqueezeNet's fire-module 3x3 convolutions run Winograd at both: in one piece at 1 thread, in
+    chunks of tiles on both threads at 2, and write their place in the Concat) against ONNX
+    Runtime on the same inputs. Returns the largest |ferry - ort| / max|ort| over thread counts,
+    sets and outputs (inf when a run or a shape differs)."""
     import onnx
     from onnx import numpy_helper
-    with tempfile.TemporaryDirectory() as tmp:
-        gd = os.path.join(tmp, "golden")
-        p = subprocess.run([args.ferry, "golden", "capture", path, "-o", gd, "--count", "2",
-                            "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode != 0:
-            print("golden capture failed: " + p.stderr.strip()[-200:])
-            return float("inf")
-        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        names = [i.name for i in sess.get_inputs()]
 
-        def load(f):
-            t = onnx.TensorProto()
-            with open(f, "rb") as fh:
-                t.ParseFromString(fh.read())
-            return numpy_helper.to_array(t)
+    def load(f):
+        t = onnx.TensorProto()
+        with open(f, "rb") as fh:
+            t.ParseFromString(fh.read())
+        return numpy_helper.to_array(t)
 
-        worst = 0.0
-        sets = sorted(d for d in os.listdir(gd) if d.startswith("test_data_set_"))
-        for ds in sets:
-            feeds = {n: load(os.path.join(gd, ds, "input_%d.pb" % k)) for k, n in enumerate(names)}
-            for k, want in enumerate(sess.run(None, feeds)):
-                got = load(os.path.join(gd, ds, "output_%d.pb" % k))
-                if got.shape != want.shape:
-                    return float("inf")
-                scale = float(np.max(np.abs(want))) if want.size else 0.0
-                diff = np.abs(got.astype(np.float64) - want)
-                diff[np.isnan(got) & np.isnan(want)] = 0.0
-                worst = max(worst, float(np.max(diff)) / max(scale, 1e-6) if want.size else 0.0)
-        return worst if len(sets) >= 2 else float("inf")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    worst = 0.0
+    for threads in ("1", "2"):
+        with tempfile.TemporaryDirectory() as tmp:
+            gd = os.path.join(tmp, "golden")
+            p = subprocess.run([args.ferry, "golden", "capture", path, "-o", gd, "--count", "2",
+                                "--threads", threads], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+            if p.returncode != 0:
+                print("golden capture failed: " + p.stderr.strip()[-200:])
+                return float("inf")
+            sets = sorted(d for d in os.listdir(gd) if d.startswith("test_data_set_"))
+            if len(sets) < 2:
+                return float("inf")
+            for ds in sets:
+                feeds = {n: load(os.path.join(gd, ds, "input_%d.pb" % k)) for k, n in enumerate(names)}
+                for k, want in enumerate(sess.run(None, feeds)):
+                    got = load(os.path.join(gd, ds, "output_%d.pb" % k))
+                    if got.shape != want.shape:
+                        return float("inf")
+                    scale = float(np.max(np.abs(want))) if want.size else 0.0
+                    diff = np.abs(got.astype(np.float64) - want)
+                    diff[np.isnan(got) & np.isnan(want)] = 0.0
+                    worst = max(worst, float(np.max(diff)) / max(scale, 1e-6) if want.size else 0.0)
+    return worst
 
 
 def compare_main(args):
