@@ -217,19 +217,28 @@ inline std::vector<runtime::NodeReport> ExpectMatchesReference(GraphBuilder& b, 
   return (*cpu)->node_report();
 }
 
+// Runs the model once on the cpu provider with `threads` threads: its outputs (none after a
+// failure, which is reported) and, with `report`, the session's node report.
+inline std::vector<Value> RunOnCpu(GraphBuilder& b, int threads,
+                                   std::vector<runtime::NodeReport>* report = nullptr) {
+  SessionOptions o;
+  o.threads = threads;
+  auto s = Session::Create(b.model(), o);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run(b.feeds());
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  if (!out.ok()) return {};
+  if (report) *report = (*s)->node_report();
+  return std::move(out).value();
+}
+
 // Runs the model on the cpu provider at 1 and at 2 threads and checks that every output has the
 // same bits (results must not depend on the thread count).
 inline void ExpectSameBitsAtOneAndTwoThreads(GraphBuilder& b) {
   std::vector<std::vector<Value>> outs;
-  for (int threads : {1, 2}) {
-    SessionOptions o;
-    o.threads = threads;
-    auto s = Session::Create(b.model(), o);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    auto out = (*s)->Run(b.feeds());
-    ASSERT_TRUE(out.ok()) << out.status().message();
-    outs.push_back(std::move(out).value());
-  }
+  for (int threads : {1, 2}) outs.push_back(RunOnCpu(b, threads));
+  ASSERT_FALSE(outs[0].empty());
   ASSERT_EQ(outs[0].size(), outs[1].size());
   for (size_t k = 0; k < outs[0].size(); ++k) {
     const Tensor& a = outs[0][k].tensor();
