@@ -486,11 +486,13 @@ bool StemPoolWanted(const StemShape& s, const Fusion& fusion) {
       s.c < 1 || s.c > 4 || s.k < 1 || s.k > 64)
     return false;
   if (PoolMode() == 1) return s.kh <= 11 && s.kw <= 11;
-  // Measured (per node, conv + pool, medians of 7 alternating rounds, this pattern / the conv and
-  // the own pool separately): SqueezeNet 1.1's 3x3 stride 2 K 64 0.86 at 1 thread, 0.89 at 2;
-  // ShuffleNetV2's K 24 0.92 / 0.95; and with the 7x7 stems oneDNN runs on their own, ResNet-18
-  // 0.83 / 0.92, GoogLeNet 0.91 / 0.95 (the 112x112x64 conv output never goes to memory). Not
-  // measured: 11x11 (AlexNet, stride 4) stays separate.
+  // Measured (per node, conv + pool, this pattern / the conv and the own pool separately; medians
+  // of 6 rounds, the order reversed every other round, other nodes of the model at 0.96-1.05):
+  // SqueezeNet 1.1's 3x3 stride 2 K 64 0.77 at 1 thread, 0.88 at 2; with the 7x7 stem oneDNN runs
+  // on its own, ResNet-18 0.91 / 0.85 (the 112x112x64 conv output never goes to memory). In 7
+  // rounds of a fixed order (which may favour either side by up to ~7% on this VM): ShuffleNetV2's
+  // K 24 0.92 / 0.95, GoogLeNet's 7x7 0.91 / 0.95. Not measured: 11x11 (AlexNet, stride 4) stays
+  // separate.
   const bool gate = fusion.act == Fusion::Act::kSwish || fusion.act == Fusion::Act::kHardSwish;
   return s.kh <= 7 && s.kw <= 7 && (s.k >= 24 || gate);
 }
