@@ -158,12 +158,15 @@ bool StemSupported() {
   return !Off() && WinogradAvx512();
 }
 
+bool StemTakes(const StemShape& s, const Fusion& fusion) {
+  return StemSupported() && !fusion.sum && fusion.act != Fusion::Act::kGelu && s.c >= 1 &&
+         s.c <= 4 && s.k >= 1 && s.k <= 64 && s.kh >= 1 && s.kw >= 1 && s.kh <= 11 && s.kw <= 11 &&
+         s.sh >= 1 && s.sw >= 1 && s.oh > 0 && s.ow > 0 && s.n > 0;
+}
+
 bool StemWanted(const StemShape& s, const Fusion& fusion) {
-  if (!StemSupported() || fusion.sum || fusion.act == Fusion::Act::kGelu || s.c < 1 || s.c > 4 ||
-      s.k < 1 || s.k > 64 || s.kh < 1 || s.kw < 1 || s.sh < 1 || s.sw < 1 || s.oh <= 0 ||
-      s.ow <= 0 || s.n <= 0)
-    return false;
-  if (ForcedOn()) return s.kh <= 11 && s.kw <= 11;
+  if (!StemTakes(s, fusion)) return false;
+  if (ForcedOn()) return true;
   // Measured (first conv per model, 1 thread, medians of 5 alternating rounds, own / oneDNN):
   // 3x3 stride 2 with SiLU / HardSwish 0.72 (EfficientNet-B0, K 32) / 0.83 (MobileNetV3-L, K
   // 16), with Clip / Relu 0.87 (MobileNetV2, K 32), 0.86 (RegNetY, K 32), 0.96 (ShuffleNetV2,
@@ -482,10 +485,8 @@ constexpr Pattern kPatterns[] = {{"StemPool", MatchStemPool}};
 }  // namespace
 
 bool StemPoolWanted(const StemShape& s, const Fusion& fusion) {
-  if (PoolMode() == 0 || !StemSupported() || fusion.sum || fusion.act == Fusion::Act::kGelu ||
-      s.c < 1 || s.c > 4 || s.k < 1 || s.k > 64)
-    return false;
-  if (PoolMode() == 1) return s.kh <= 11 && s.kw <= 11;
+  if (PoolMode() == 0 || !StemTakes(s, fusion)) return false;
+  if (PoolMode() == 1) return true;
   // Measured (per node, conv + pool, this pattern / the conv and the own pool separately; medians
   // of 6 rounds, the order reversed every other round, other nodes of the model at 0.96-1.05):
   // SqueezeNet 1.1's 3x3 stride 2 K 64 0.77 at 1 thread, 0.88 at 2; with the 7x7 stem oneDNN runs

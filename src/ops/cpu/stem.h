@@ -34,8 +34,11 @@ struct StemShape : DwShape {
 
 // The CPU has AVX-512F and the kernel is not switched off (FERRY_STEM=onednn).
 bool StemSupported();
-// C <= 4, K <= 64, no residual, and by measurement (stem.cc) kernels up to 3x3 with 24+ output
-// channels or a SiLU / HardSwish; FERRY_STEM=own takes kernels up to 11x11.
+// Whether the kernel can compute this conv: AVX-512 (StemSupported), C <= 4, K <= 64, kernels up
+// to 11x11, no residual, no GELU, a non-empty output.
+bool StemTakes(const StemShape& s, const Fusion& fusion);
+// What StemTakes, and by measurement (stem.cc) kernels up to 3x3 with 24+ output channels or a
+// SiLU / HardSwish; FERRY_STEM=own takes every shape StemTakes.
 bool StemWanted(const StemShape& s, const Fusion& fusion);
 // Tests: 0 never, 1 every shape the kernel takes (as FERRY_STEM=own), -1 back to the environment.
 void SetStemModeForTesting(int mode);

@@ -409,20 +409,28 @@ void ForChunks(int64_t n, F&& fn) {
 #endif
 }
 
+// The GEMM's work items, positions x output channel panels (x panel pairs with AVX-512), and
+// items [b, e) of them for the rows of tiles [t0, t1) of v and m, on the kernel WinogradAvx512
+// picks.
+template <int M>
+int64_t GemmItemCount(const RunArgs& a, bool wide) {
+  const int64_t kb_n = a.kp / kGemmCols;
+  return (M + 2) * (M + 2) * (wide ? (kb_n + 1) / 2 : kb_n);
+}
+void Gemm(const RunArgs& a, bool wide, int64_t b, int64_t e, int64_t t0, int64_t t1) {
+  if (wide)
+    GemmItems512(a, b, e, t0, t1);
+  else
+    GemmItems(a, b, e, t0, t1);
+}
+
 // The three phases in one OpenMP region (a barrier between them).
 template <int M>
 void RunPhases(const RunArgs& a) {
   const bool wide = WinogradAvx512();
-  const int64_t kb_n = a.kp / kGemmCols;
-  const int64_t n_in = a.t * (a.cp / 8),
-                n_gemm = (M + 2) * (M + 2) * (wide ? (kb_n + 1) / 2 : kb_n),
+  const int64_t n_in = a.t * (a.cp / 8), n_gemm = GemmItemCount<M>(a, wide),
                 n_out = a.t * ((a.s->k + 7) / 8);
-  auto gemm = [&](int64_t b, int64_t e) {
-    if (wide)
-      GemmItems512(a, b, e, 0, a.t);
-    else
-      GemmItems(a, b, e, 0, a.t);
-  };
+  auto gemm = [&](int64_t b, int64_t e) { Gemm(a, wide, b, e, 0, a.t); };
 #ifdef _OPENMP
   if (omp_get_max_threads() > 1 && !omp_in_parallel()) {
 #pragma omp parallel
@@ -447,8 +455,7 @@ void RunPhases(const RunArgs& a) {
 template <int M>
 void RunChunks(const RunArgs& a, int64_t chunk, int slots, size_t slot_v, size_t slot_m) {
   const bool wide = WinogradAvx512();
-  const int64_t kb_n = a.kp / kGemmCols, cb_n = a.cp / 8, ko_n = (a.s->k + 7) / 8;
-  const int64_t n_gemm = (M + 2) * (M + 2) * (wide ? (kb_n + 1) / 2 : kb_n);
+  const int64_t cb_n = a.cp / 8, ko_n = (a.s->k + 7) / 8, n_gemm = GemmItemCount<M>(a, wide);
   const int64_t chunks = (a.t + chunk - 1) / chunk;
   auto run = [&](int slot, int64_t c) {
     RunArgs mine = a;
@@ -457,10 +464,7 @@ void RunChunks(const RunArgs& a, int64_t chunk, int slots, size_t slot_v, size_t
     mine.t_base = c * chunk;
     const int64_t t0 = c * chunk, t1 = std::min(a.t, t0 + chunk);
     InputItems<M>(mine, t0 * cb_n, t1 * cb_n);
-    if (wide)
-      GemmItems512(mine, 0, n_gemm, 0, t1 - t0);
-    else
-      GemmItems(mine, 0, n_gemm, 0, t1 - t0);
+    Gemm(mine, wide, 0, n_gemm, 0, t1 - t0);
     OutputItems<M>(mine, t0 * ko_n, t1 * ko_n);
   };
 #ifdef _OPENMP
