@@ -58,8 +58,8 @@ void RunModel(benchmark::State& state, std::shared_ptr<ir::Model> m,
 }
 
 // Conv NCHW, square kernel k, stride s, pad k/2, bias + Relu (the ResNet pattern); `depth` such
-// convolutions in a row (c == m when depth > 1, each with its own weights), so the inner ones
-// read and write the provider's activation layout as inside a model.
+// convolutions in a row (each with its own weights; when c != m they alternate c -> m and m -> c),
+// so the inner ones read and write the provider's activation layout as inside a model.
 void BM_Conv(benchmark::State& state, int64_t c, int64_t m, int64_t hw, int64_t k, int64_t s,
              int depth = 1, ops::cpu::ConvAlgo algo = ops::cpu::ConvAlgo::kAuto) {
   auto model = std::make_shared<ir::Model>();
@@ -69,8 +69,10 @@ void BM_Conv(benchmark::State& state, int64_t c, int64_t m, int64_t hw, int64_t 
   std::string in = "x";
   for (int d = 0; d < depth; ++d) {
     const std::string id = std::to_string(d);
-    model->graph.initializers.push_back({"w" + id, Rand({m, c, k, k}, 1 + 2 * d), ""});
-    model->graph.initializers.push_back({"b" + id, Rand({m}, 2 + 2 * d), ""});
+    // A 1x1 pair (depth 2, c != m) runs c -> m -> c, the bottleneck's expansion and reduction.
+    const int64_t ci = d % 2 == 0 ? c : m, co = d % 2 == 0 ? m : c;
+    model->graph.initializers.push_back({"w" + id, Rand({co, ci, k, k}, 1 + 2 * d), ""});
+    model->graph.initializers.push_back({"b" + id, Rand({co}, 2 + 2 * d), ""});
     ir::Node conv;
     conv.op_type = "Conv";
     conv.name = "conv" + id;
@@ -91,6 +93,10 @@ void BM_Conv(benchmark::State& state, int64_t c, int64_t m, int64_t hw, int64_t 
   model->graph.outputs.push_back({"y", {}, ""});
   const int64_t out = (hw + 2 * (k / 2) - k) / s + 1;
   const double flop = 2.0 * depth * static_cast<double>(m * c * k * k * out * out);
+  if (depth > 1 && c != m && (depth % 2 != 0 || s != 1)) {
+    state.SkipWithError("c != m needs an even depth and stride 1");
+    return;
+  }
   RunModel(state, model, {{"x", Value(Rand({1, c, hw, hw}, 3))}}, flop, algo);
 }
 
@@ -134,6 +140,12 @@ CONV3(resnet_l2_3x3_128_28, 128, 28);
 CONV3(resnet_l3_3x3_256_14, 256, 14);
 CONV3(resnet_l4_3x3_512_7, 512, 7);
 CONV(resnet_ds_1x1s2_256to512_14, 256, 512, 14, 1, 2);
+// ResNeXt-50's 1x1 convs (expansion and reduction, 4 in a row): 56x56 (the own pointwise
+// kernel), 28x28 and 14x14 (oneDNN), 7x7 (the own GEMM).
+CONV(resnext_1x1_128to256_56_x4, 128, 256, 56, 1, 1, 4);
+CONV(resnext_1x1_256to512_28_x4, 256, 512, 28, 1, 1, 4);
+CONV(resnext_1x1_512to1024_14_x4, 512, 1024, 14, 1, 1, 4);
+CONV(resnext_1x1_1024to2048_7_x4, 1024, 2048, 7, 1, 1, 4);
 #define MATMUL(name, batch, rows, k, n, c)                 \
   BENCHMARK_CAPTURE(BM_MatMul, name, batch, rows, k, n, c) \
       ->Arg(1)                                             \
