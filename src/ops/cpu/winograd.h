@@ -34,6 +34,13 @@ enum class ConvAlgo : uint8_t { kAuto, kDirect, kWinograd2, kWinograd4, kGemm };
 // rebuilds a Conv's state (new sessions always do).
 void SetConvAlgoOverride(ConvAlgo a);
 ConvAlgo ConvAlgoOverride();
+// Grouped (not depthwise) convolutions on oneDNN with an NHWC input keep NHWC in and out (on by
+// default; FERRY_GROUPED_LAYOUT=onednn lets oneDNN choose its blocked layouts). Set 1 / 0 to
+// force, -1 back to the default (tests, A/B runs); takes effect at the next prepare.
+void SetGroupedConvNhwc(int on);
+bool GroupedConvNhwc();
+// Grouped convolutions prepared on oneDNN with NHWC in and out (tests check the path was taken).
+uint64_t GroupedNhwcPrepares();
 // Number of Winograd convolutions run by this process (tests check the path was taken).
 uint64_t WinogradRuns();
 // AVX2 and FMA are available (the only build of these kernels).
