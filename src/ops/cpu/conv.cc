@@ -24,6 +24,7 @@
 #include "ops/cpu/dwconv.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/gemm_avx2.h"
+#include "ops/cpu/grouped.h"
 #include "ops/cpu/pointwise.h"
 #include "ops/cpu/stem.h"
 #include "ops/cpu/vec.h"
@@ -53,11 +54,12 @@ struct ConvState : KernelState {
   const void* packed_from = nullptr;
   bool has_bias = false;
   size_t sum_index = 0;
-  std::unique_ptr<WinogradConv> wino;  // set: Winograd instead of the oneDNN primitive
-  std::unique_ptr<ConvGemm> gemm;      // set: the own im2col GEMM instead
-  std::unique_ptr<DwConv> dw;          // set: the own depthwise kernel instead
-  std::unique_ptr<Pointwise> pw;       // set: the own 1x1 kernel for large images instead
-  std::unique_ptr<StemConv> stem;      // set: the own first-layer kernel (plain RGB in) instead
+  std::unique_ptr<WinogradConv> wino;    // set: Winograd instead of the oneDNN primitive
+  std::unique_ptr<ConvGemm> gemm;        // set: the own im2col GEMM instead
+  std::unique_ptr<DwConv> dw;            // set: the own depthwise kernel instead
+  std::unique_ptr<Pointwise> pw;         // set: the own 1x1 kernel for large images instead
+  std::unique_ptr<StemConv> stem;        // set: the own first-layer kernel (plain RGB in) instead
+  std::unique_ptr<GroupedConv> grouped;  // set: the own grouped 3x3 kernel instead
   // A 1x1 conv of a 1x1 image (Squeeze-Excitation's two FCs): y[n] = W x[n] on GemvTransB, W
   // read where it is; Relu / Clip in its epilogue, SiLU / HardSwish after (wino_act).
   bool gemv = false;
@@ -296,7 +298,17 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       fresh->dw = std::make_unique<DwConv>(win, in_layout, fresh->out_layout, res_layout,
                                            fuse ? f : Fusion{});
     }
-    if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv && !fresh->pw && !fresh->stem) {
+    // Grouped 3x3 with 4 / 8 / 16 channels per group on NHWC: the own kernel (GroupedWanted).
+    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem && !fresh->dw &&
+        group > 1 && w.dim(1) > 1 && in_layout == Layout::kNhwc && nhwc_ok && dd[0] == 0 &&
+        dd[1] == 0 && (!fuse || !f.sum || res_layout == Layout::kNhwc) &&
+        GroupedWanted(win, group, w.dim(0))) {
+      fresh->wino_act = false;
+      fresh->out_layout = Layout::kNhwc;
+      fresh->grouped = std::make_unique<GroupedConv>(win, group, fuse ? f : Fusion{});
+    }
+    if (!fresh->wino && !fresh->gemm && !fresh->dw && !fresh->gemv && !fresh->pw && !fresh->stem &&
+        !fresh->grouped) {
       try {
         dnnl::engine& eng = slot.provider->engine();
         // Activation layouts as oneDNN prefers them on this CPU (NHWC with AVX-512, 8-channel
@@ -356,6 +368,8 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       st->pw->PackWeights(static_cast<const float*>(wptr));
     } else if (st->stem) {
       st->stem->PackWeights(static_cast<const float*>(wptr));
+    } else if (st->grouped) {
+      st->grouped->PackWeights(static_cast<const float*>(wptr));
     } else {
       dnnl::engine& eng = slot.provider->engine();
       memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
@@ -387,6 +401,13 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
   if (st->stem) {
     st->stem->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
                   ctx.output(0).data<float>());
+    return;
+  }
+  if (st->grouped) {
+    st->grouped->Run(
+        ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
+        st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
+        ctx.output(0).data<float>());
     return;
   }
   if (st->pw) {
