@@ -12,8 +12,10 @@
 // AVX-512), as one im2col GEMM with an own kernel (conv_gemm.h), which also takes 1x1 convs on
 // small images (PointwiseGemm). Own AVX-512 kernels, every fused post-op included, also run
 // depthwise convolutions (dwconv.h, DwConvWanted), 1x1 convs on large images with few channels
-// (pointwise.h, PointwiseWanted) and a first layer on the plain image (stem.h, StemWanted); a 1x1
-// conv of a 1x1 image (Squeeze-Excitation's FCs) is a matrix-vector product (GemvTransB).
+// (pointwise.h, PointwiseWanted), a first layer on the plain image (stem.h, StemWanted) and
+// grouped 3x3 convs with 4 / 8 channels per group (grouped.h, GroupedWanted); a 1x1 conv of a 1x1
+// image (Squeeze-Excitation's FCs) is a matrix-vector product (GemvTransB). Other grouped convs on
+// an NHWC input run oneDNN with NHWC in and out (GroupedConvNhwc).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
