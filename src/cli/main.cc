@@ -43,11 +43,14 @@ constexpr CommandRow kCommands[] = {
 // loops before it sleeps. With a free core per thread that is fast, but when another process
 // holds a core the spinning thread keeps the one the working thread needs: on a 2-vCPU VM with
 // one busy core, ShuffleNetV2 at 2 threads took 790 ms per run instead of 5 (every parallel
-// region's end waits out a spin). 1000 loops cost 0-5% on a quiet machine (measured ResNet-18,
-// ShuffleNetV2, BERT at 2 threads) and keep a loaded one within 2-4x. libgomp reads its
-// environment when it is loaded, before main, so the variable is set and the binary re-executed
-// once; a user's own GOMP_SPINCOUNT or OMP_WAIT_POLICY is left alone.
-constexpr const char* kGompSpinCount = "1000";
+// region's end waits out a spin). Too short a spin fails the other way: when the hypervisor
+// takes the VM's vCPUs away (steal), a worker that slept waits for its halted vCPU to be woken,
+// and with 1000 loops (~16 us) the zoo BERT at 2 threads ran 10-18 ms p50 against ORT's 7
+// (MobileNetV2 8-13 against 5). 5000 loops (~80 us): 4.8-7.6 / 3.0-4.0 ms there; with one core
+// busy, 15.6 / 11.7 ms, ORT's level (15.5 / 11.1; 1000 loops 9.5 / 7.3, 10000 19.3 / 17.5).
+// libgomp reads its environment when it is loaded, before main, so the variable is set and the
+// binary re-executed once; a user's own GOMP_SPINCOUNT or OMP_WAIT_POLICY is left alone.
+constexpr const char* kGompSpinCount = "5000";
 
 void ShortenOpenMpSpin(char** argv) {
   if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
