@@ -17,7 +17,6 @@
 // image (Squeeze-Excitation's FCs) is a matrix-vector product (GemvTransB). Other grouped convs on
 // an NHWC input run oneDNN with NHWC in and out (GroupedConvNhwc).
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -90,10 +89,7 @@ uint64_t GroupedNhwcPrepares() {
 
 bool GroupedConvNhwc() {
   // FERRY_GROUPED_LAYOUT=onednn: oneDNN's choice (blocked) instead, for benchmarking.
-  static const bool env_on = [] {
-    const char* e = std::getenv("FERRY_GROUPED_LAYOUT");
-    return !(e && std::strcmp(e, "onednn") == 0);
-  }();
+  static const bool env_on = KernelModeFromEnv("FERRY_GROUPED_LAYOUT", "nhwc") != 0;
   const int o = g_grouped_nhwc.load(std::memory_order_relaxed);
   return o < 0 ? env_on : o == 1;
 }
@@ -300,11 +296,12 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
       fresh->dw = std::make_unique<DwConv>(win, in_layout, fresh->out_layout, res_layout,
                                            fuse ? f : Fusion{});
     }
+    // Grouped, not depthwise, its input and output channels-last.
+    const bool grouped_nhwc_in = group > 1 && w.dim(1) > 1 && in_layout == Layout::kNhwc && nhwc_ok;
     // Grouped 3x3 with 4 / 8 / 16 channels per group on NHWC: the own kernel (GroupedWanted).
     if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem && !fresh->dw &&
-        group > 1 && w.dim(1) > 1 && in_layout == Layout::kNhwc && nhwc_ok && dd[0] == 0 &&
-        dd[1] == 0 && (!fuse || !f.sum || res_layout == Layout::kNhwc) &&
-        GroupedWanted(win, group, w.dim(0))) {
+        grouped_nhwc_in && dd[0] == 0 && dd[1] == 0 &&
+        (!fuse || !f.sum || res_layout == Layout::kNhwc) && GroupedWanted(win, group, w.dim(0))) {
       fresh->wino_act = false;
       fresh->out_layout = Layout::kNhwc;
       fresh->grouped = std::make_unique<GroupedConv>(win, group, fuse ? f : Fusion{});
@@ -326,8 +323,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
         // grouped convs, i.e. a reorder of the input in and of the output back (through the
         // plain layout) at every one of them: 5.3 ms of ResNeXt-50's run at 1 thread by
         // ONEDNN_VERBOSE. Its jit:avx512_core kernel takes NHWC directly.
-        const bool grouped_nhwc =
-            group > 1 && w.dim(1) > 1 && nhwc_ok && in_layout == Layout::kNhwc && GroupedConvNhwc();
+        const bool grouped_nhwc = grouped_nhwc_in && GroupedConvNhwc();
         auto nhwc = [](const Shape& s) {
           return memory::desc(Dims(s), memory::data_type::f32, tag::nhwc);
         };

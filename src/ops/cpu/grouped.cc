@@ -25,6 +25,22 @@ constexpr int kTile = 8;  // output pixels per register tile
 
 alignas(64) const float kZeros[16] = {};
 
+// Permutation indices for G channels per group, built at compile time: row j sends lane l
+// channel j of its group, (l / G) * G + j.
+template <int G>
+struct LaneTable {
+  alignas(64) int32_t v[G][16];
+};
+template <int G>
+constexpr LaneTable<G> MakeLanes() {
+  LaneTable<G> t{};
+  for (int j = 0; j < G; ++j)
+    for (int l = 0; l < 16; ++l) t.v[j][l] = l / G * G + j;
+  return t;
+}
+template <int G>
+constexpr LaneTable<G> kLanes = MakeLanes<G>();
+
 struct Args {
   const DwShape* s;
   const float* x;
@@ -42,15 +58,6 @@ FERRY_AVX512 void Row(const Args& g, int64_t n, int64_t oy, int64_t v) {
   const DwShape& s = *g.s;
   const int64_t C = s.c;
   const float* wv = g.w + v * 9 * G * 16;
-  // Lane l takes channel j of its group: (l / G) * G + j.
-  __m512i idx[G == 16 ? 1 : G];
-  if constexpr (G != 16) {
-    alignas(64) int32_t lanes[16];
-    for (int j = 0; j < G; ++j) {
-      for (int l = 0; l < 16; ++l) lanes[l] = l / G * G + j;
-      idx[j] = _mm512_load_si512(lanes);
-    }
-  }
   // The last vector of C % 16 channels (whole groups) masked: its other lanes read and hold 0.
   const __mmask16 m = act512::FirstLanes(C - v * 16);
   const __m512 b = g.bias ? _mm512_maskz_loadu_ps(m, g.bias + v * 16) : _mm512_setzero_ps();
@@ -71,12 +78,14 @@ FERRY_AVX512 void Row(const Args& g, int64_t n, int64_t oy, int64_t v) {
       const float* wk = wv + ky * 3 * G * 16;
       for (int j = 0; j < G; ++j) {
         __m512 p[kIn];
+        if constexpr (G == 16) {
 #pragma GCC unroll 17
-        for (int i = 0; i < kIn; ++i) {
-          if constexpr (G == 16)
-            p[i] = _mm512_set1_ps(px[i][j]);  // (16 per group: C % 16 == 0)
-          else
-            p[i] = _mm512_maskz_permutexvar_ps(0xffff, idx[j], _mm512_maskz_loadu_ps(m, px[i]));
+          for (int i = 0; i < kIn; ++i) p[i] = _mm512_set1_ps(px[i][j]);  // (C % 16 == 0)
+        } else {
+          const __m512i lanes = _mm512_load_si512(kLanes<G>.v[j]);
+#pragma GCC unroll 17
+          for (int i = 0; i < kIn; ++i)
+            p[i] = _mm512_maskz_permutexvar_ps(0xffff, lanes, _mm512_maskz_loadu_ps(m, px[i]));
         }
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; ++kx) {
