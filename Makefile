@@ -1,11 +1,12 @@
 # Ferry — top-level entry points. `make demo` and `make test` work on a fresh Debian 12 machine.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON \
               -DFERRY_PYPI_NODE_DIR=$$(ls -d $(CURDIR)/.venv/lib/python3*/site-packages/onnx/backend/test/data/node 2>/dev/null | head -1)
 
-.PHONY: deps build demo test test-release sanitize format clean
+.PHONY: deps build demo test test-release sanitize tsan format clean
 
 deps:
 	scripts/install-deps
@@ -21,21 +22,33 @@ demo: build
 	  --input image=examples/digits_cnn/test_data_set_0/input_0.pb --output-dir $(BUILD)/demo-out
 	$(BUILD)/src/ferry run examples/digits_cnn/model.onnx --test-data examples/digits_cnn
 
-# Every test: the release build's suite, then the sanitizer build's.
-test: test-release sanitize
+# Every test: the release build's suite, then the sanitizer builds'.
+test: test-release sanitize tsan
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 sanitize: deps
 	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) -DFERRY_SANITIZE=ON -DFERRY_PYPI_NODE_DIR= \
-	  -DFERRY_MODEL_CACHE=$(CURDIR)/$(BUILD)/models >/dev/null
+	  -DFERRY_MODEL_CACHE=$(CURDIR)/$(BUILD)/models -DFERRY_STRESS_THREADS=1 >/dev/null
 	ninja -C $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j 1 -E 'differential|zoo_models_cnn|verify_models'
+
+# ThreadSanitizer: concurrent runs on shared sessions (the concurrency gtests, and the zoo stress
+# test with one thread per run: libgomp's workers are invisible to TSan). Uses the release
+# build's model cache (run after test-release, or it generates the zoo).
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD) $(CMAKE_FLAGS) -DFERRY_TSAN=ON -DFERRY_PYPI_NODE_DIR= >/dev/null
+	ninja -C $(TSAN_BUILD) -j $(JOBS) ferry_stress ferry_concurrency_tests
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/ferry_concurrency_tests
+	/usr/bin/python3 tools/make_zoo.py --out $(BUILD)/models/zoo >/dev/null
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 /usr/bin/python3 tests/runtime/stress_concurrent.py \
+	  --stress $(TSAN_BUILD)/tests/ferry_stress --zoo $(BUILD)/models/zoo --cache $(BUILD)/models \
+	  --threads 1 --runs 12
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

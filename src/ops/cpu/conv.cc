@@ -50,8 +50,10 @@ struct ConvState : KernelState {
   DnnlIo io;                 // the input and output around the primitive
   memory::desc wei_user_md;  // W as stored (oihw / goihw)
   memory::desc res_md;       // residual (sum) as stored
-  dnnl::reorder res_reorder, wei_reorder;
-  memory packed_w;  // owned, in the primitive's weights layout
+  dnnl::reorder res_reorder;
+  memory::desc wei_md;   // W in the primitive's layout
+  PackedPtr packed_buf;  // W's bytes in it (shared when W is constant)
+  memory packed_w;       // packed_buf as oneDNN memory
   const void* packed_from = nullptr;
   bool has_bias = false;
   size_t sum_index = 0;
@@ -341,9 +343,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
             fresh->res_reorder = dnnl::reorder(
                 dnnl::reorder::primitive_desc(eng, fresh->res_md, eng, fresh->io.dst_md));
         }
-        fresh->packed_w = memory(pd.weights_desc(), eng);
-        fresh->wei_reorder = dnnl::reorder(
-            dnnl::reorder::primitive_desc(eng, fresh->wei_user_md, eng, pd.weights_desc()));
+        fresh->wei_md = pd.weights_desc();
       } catch (const dnnl::error&) {
         slot.declined = true;
         return Status::Ok();
@@ -356,23 +356,24 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   const void* wptr = ctx.input(1).raw();
   const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
   if (!st->gemv && (!w_const || st->packed_from != wptr)) {
+    const float* w = static_cast<const float*>(wptr);
     if (st->wino) {
-      st->wino->PackWeights(static_cast<const float*>(wptr));
+      PackFor(*st->wino, slot, w_const, w);
     } else if (st->gemm) {
-      st->gemm->PackWeights(static_cast<const float*>(wptr));
+      PackFor(*st->gemm, slot, w_const, w);
     } else if (st->dw) {
-      st->dw->PackWeights(static_cast<const float*>(wptr));
+      PackFor(*st->dw, slot, w_const, w);
     } else if (st->pw) {
-      st->pw->PackWeights(static_cast<const float*>(wptr));
+      PackFor(*st->pw, slot, w_const, w);
     } else if (st->stem) {
-      st->stem->PackWeights(static_cast<const float*>(wptr));
+      PackFor(*st->stem, slot, w_const, w);
     } else if (st->grouped) {
-      st->grouped->PackWeights(static_cast<const float*>(wptr));
+      PackFor(*st->grouped, slot, w_const, w);
     } else {
       dnnl::engine& eng = slot.provider->engine();
-      memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
-      st->wei_reorder.execute(slot.provider->stream(), user, st->packed_w);
-      slot.provider->stream().wait();
+      st->packed_buf = SharedReorder(slot, w_const, wptr, st->wei_user_md, st->wei_md, eng,
+                                     slot.provider->stream(), "conv");
+      st->packed_w = memory(st->wei_md, eng, const_cast<float*>(st->packed_buf->data()));
     }
     st->packed_from = w_const ? wptr : nullptr;
   }

@@ -225,9 +225,7 @@ ConvGemm::ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, co
   m_ = s.n * s.oh * s.ow;
   kk_ = s.r * s.r * s.c;
   panels_ = (s.k + kCols - 1) / kCols;
-  b_.assign(static_cast<size_t>(panels_ * kk_ * kCols + 16), 0.f);
-  const auto addr = reinterpret_cast<uintptr_t>(b_.data());
-  b_off_ = ((64 - addr % 64) % 64) / sizeof(float);
+  packed_floats_ = static_cast<size_t>(panels_ * kk_ * kCols);
   size_t off = 0;
   auto take = [&](size_t bytes) {
     const size_t at = off;
@@ -247,8 +245,9 @@ ConvGemm::ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, co
   total_ = off;
 }
 
-void ConvGemm::PackWeights(const float* w) {
-  float* b = b_.data() + b_off_;
+PackedPtr ConvGemm::Pack(const float* w) const {
+  auto packed = std::make_shared<PackedFloats>(packed_floats_);
+  float* b = packed->data();
   const int64_t C = s_.c, K = s_.k, kk = kk_, taps = s_.r * s_.r;
   ParallelRange(panels_ * C, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t item = lo; item < hi; ++item) {
@@ -262,6 +261,11 @@ void ConvGemm::PackWeights(const float* w) {
       }
     }
   });
+  return packed;
+}
+
+std::string ConvGemm::PackTag() const {
+  return fmt::format("gemm r{} c{} k{}", s_.r, s_.c, s_.k);
 }
 
 void ConvGemm::Run(const float* x, const float* bias, const float* res, float* y,
@@ -275,7 +279,7 @@ void ConvGemm::Run(const float* x, const float* bias, const float* res, float* y
   g.kk = kk_;
   g.panels = panels_;
   auto* a = reinterpret_cast<float*>(sb + off_a_);
-  g.b = b_.data() + b_off_;
+  g.b = b_->data();
   g.c = reinterpret_cast<float*>(sb + off_c_);
   g.y = y;
   g.out = out_;

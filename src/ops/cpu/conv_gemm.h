@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernel.h"
+#include "ops/cpu/packed.h"
 #include "ops/cpu/winograd.h"
 
 namespace ferry::ops::cpu {
@@ -47,7 +48,12 @@ class ConvGemm {
   // kNone, kRelu, kClip, kSwish or kHardSwish (not kGelu).
   ConvGemm(const WinogradShape& s, Layout in, Layout out, Layout res, const Fusion& fusion);
   // w: [K][C][3][3] float32 (row-major).
-  void PackWeights(const float* w);
+  // The packed form of w (a new buffer), and the one Run reads.
+  PackedPtr Pack(const float* w) const;
+  void SetPacked(PackedPtr p) { b_ = std::move(p); }
+  void PackWeights(const float* w) { SetPacked(Pack(w)); }
+  // Everything the packed bytes depend on besides w (its PackCache tag).
+  std::string PackTag() const;
   size_t scratch_bytes() const { return total_; }
   // bias: [K] or null; res: the residual in layout `res` (read only when fusion.sum), may alias
   // y; scratch: scratch_bytes(), 64-byte aligned. Runs on the calling OpenMP threads.
@@ -57,12 +63,12 @@ class ConvGemm {
   WinogradShape s_;
   Layout in_, out_, res_;
   Fusion fusion_;
-  int64_t m_ = 0;         // output pixels (N * OH * OW)
-  int64_t kk_ = 0;        // GEMM depth, 9 * C
-  int64_t panels_ = 0;    // ceil(K / 64)
-  int threads_ = 1;       // at most this many threads, one copy of A each
-  std::vector<float> b_;  // [panels][kk][64], plus 16 floats of slack for alignment
-  size_t b_off_ = 0;      // first 64-byte aligned float of b_
+  int64_t m_ = 0;             // output pixels (N * OH * OW)
+  int64_t kk_ = 0;            // GEMM depth, 9 * C
+  int64_t panels_ = 0;        // ceil(K / 64)
+  int threads_ = 1;           // at most this many threads, one copy of A each
+  PackedPtr b_;               // packed weights (Pack), shared when constant
+  size_t packed_floats_ = 0;  // floats of a packed form
   // Scratch layout (byte offsets).
   size_t off_x_ = 0, off_a_ = 0, off_c_ = 0, off_r_ = 0, off_bias_ = 0, total_ = 0;
 };

@@ -5,9 +5,11 @@
 // kernel for that run.
 //
 // Differences from the reference contract (ops/op.h):
-//  * a NodeSlot persists across runs: pre-packed weights and library primitives live in
-//    `slot.state` and are rebuilt by the kernel when its key (shapes, non-constant weights)
-//    changes;
+//  * a NodeSlot persists across the runs of one run context (the runtime keeps one per
+//    context, and concurrent runs use different contexts): library primitives and plans live
+//    in `slot.state` and are rebuilt by the kernel when its key (shapes, layouts, fusion)
+//    changes. Packed forms of constant weights go through `slot.packs`, shared by every
+//    context of the session: packed once, never written after (PackCache);
 //  * activations may be stored in a provider layout (channels-last or channel-blocked, whatever
 //    the convolution library prefers on this CPU) between cpu nodes. Tensor shapes stay logical
 //    (NCHW); the runtime tracks each value's Layout and converts to plain before any reference
@@ -22,7 +24,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -105,11 +109,51 @@ class KernelState {
   virtual ~KernelState() = default;
 };
 
-class Provider;  // session-wide cpu resources (oneDNN engine and stream, scratch buffers)
+class Provider;  // a run context's cpu resources (the shared oneDNN engine, a stream, scratch)
 
-// One per cpu-assigned node, owned by the runtime, kept across runs.
+// The packed forms of one node's constant inputs (weights), shared by every run context of a
+// session: each made once, by the first prepare that asks, and read-only afterwards, so
+// concurrent runs read them at once. Thread-safe. A packed form is keyed by the constant's
+// address (an initializer's or folded constant's storage, stable for the session) and a tag
+// naming everything else its bytes depend on (kernel, tile, blocking, layout).
+class PackCache {
+ public:
+  // The form stored under (weights, tag), or the one `make` returns (a shared_ptr<T>, T with
+  // a bytes() member: what Session::weights_bytes() counts), stored. `make` runs at most once
+  // per key: callers with the same key wait for the first.
+  template <typename T, typename Make>
+  std::shared_ptr<const T> Get(const void* weights, const std::string& tag, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Item& it : items_)
+      if (it.weights == weights && it.tag == tag)
+        return std::static_pointer_cast<const T>(it.value);
+    std::shared_ptr<const T> v = make();
+    items_.push_back({weights, tag, v, v ? v->bytes() : 0});
+    return v;
+  }
+  size_t bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t b = 0;
+    for (const Item& it : items_) b += it.bytes;
+    return b;
+  }
+
+ private:
+  struct Item {
+    const void* weights;
+    std::string tag;
+    std::shared_ptr<const void> value;
+    size_t bytes;
+  };
+  mutable std::mutex mu_;
+  std::vector<Item> items_;
+};
+
+// One per cpu-assigned node and run context, owned by the runtime, kept across that
+// context's runs (one run at a time).
 struct NodeSlot {
   Provider* provider = nullptr;
+  PackCache* packs = nullptr;        // the node's packed constants, shared by all contexts
   const OpDef* reference = nullptr;  // the node's reference definition (for validation)
   std::vector<bool> const_inputs;    // input i is an initializer: same data every run
   // Set by the runtime before each prepare:
@@ -192,14 +236,17 @@ struct Pattern {
 };
 std::span<const Pattern> AllPatterns();
 
-// Session-wide resources. `threads` is the number of threads the provider's kernels use
-// (oneDNN runs on OpenMP; the calling thread is one of them).
+// A run context's resources. `threads` is the number of threads the provider's kernels use
+// (oneDNN runs on OpenMP; the calling thread is one of them). A provider made with `engine_of`
+// shares that provider's oneDNN engine (primitives made on either are interchangeable) and
+// has its own stream and scratch buffers; the runtime makes one per session (the engine) and
+// one per run context.
 void DestroyProvider(Provider* p);
 struct ProviderDeleter {
   void operator()(Provider* p) const { DestroyProvider(p); }
 };
 using ProviderPtr = std::unique_ptr<Provider, ProviderDeleter>;
-ProviderPtr MakeProvider(int threads);
+ProviderPtr MakeProvider(int threads, const Provider* engine_of = nullptr);
 // Called by the runtime at the start of every run on the running thread: sets the OpenMP thread
 // count and gives every OpenMP worker the running thread's floating-point mode
 // (core/float_mode.h) unless they have it already. EndRun, after the caller's mode is restored,

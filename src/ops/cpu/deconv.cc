@@ -28,8 +28,9 @@ struct DeconvState : KernelState {
   dnnl::deconvolution_forward prim;
   DnnlIo io;
   memory::desc wei_user_md, bias_md;
-  dnnl::reorder wei_reorder;
-  memory packed_w;
+  memory::desc wei_md;   // W in the primitive's layout
+  PackedPtr packed_buf;  // W's bytes in it (shared when W is constant)
+  memory packed_w;       // packed_buf as oneDNN memory
   const void* packed_from = nullptr;
 };
 
@@ -125,9 +126,7 @@ Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
       fresh->io.dst_md = pd.dst_desc();
       fresh->out_layout = nhwc_ok ? LayoutOf(fresh->io.dst_md, y) : Layout::kPlain;
       fresh->io.Plan(eng, y, fresh->out_layout);
-      fresh->packed_w = memory(pd.weights_desc(), eng);
-      fresh->wei_reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(eng, fresh->wei_user_md, eng, pd.weights_desc()));
+      fresh->wei_md = pd.weights_desc();
     } catch (const dnnl::error&) {
       slot.declined = true;
       return Status::Ok();
@@ -139,9 +138,9 @@ Status PrepareDeconv(OpContext& ctx, NodeSlot& slot) {
   const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
   if (!w_const || st->packed_from != wptr) {
     dnnl::engine& eng = slot.provider->engine();
-    memory user(st->wei_user_md, eng, const_cast<void*>(wptr));
-    st->wei_reorder.execute(slot.provider->stream(), user, st->packed_w);
-    slot.provider->stream().wait();
+    st->packed_buf = SharedReorder(slot, w_const, wptr, st->wei_user_md, st->wei_md, eng,
+                                   slot.provider->stream(), "deconv");
+    st->packed_w = memory(st->wei_md, eng, const_cast<float*>(st->packed_buf->data()));
     st->packed_from = w_const ? wptr : nullptr;
   }
   ctx.set_output(0, DType::kFloat, st->out_shape);

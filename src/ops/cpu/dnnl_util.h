@@ -9,20 +9,24 @@
 #include <cstring>
 #endif
 
+#include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ops/cpu/cpu_kernel.h"
+#include "ops/cpu/packed.h"
 
 namespace ferry::ops::cpu {
 
 class Provider {
  public:
-  explicit Provider(int threads);
+  Provider(int threads, const dnnl::engine& engine);
   int threads() const { return threads_; }
   dnnl::engine& engine() { return engine_; }
+  const dnnl::engine& engine() const { return engine_; }
   dnnl::stream& stream() { return stream_; }
-  // A session-wide buffer of at least `bytes` for slot `k` (0, 1 or 2), valid until the next call
-  // with a larger size for the same slot. Kernels run one at a time, so they may share it.
+  // A buffer of this run context of at least `bytes` for slot `k` (0, 1 or 2), valid until the
+  // next call with a larger size for the same slot. A context's kernels run one at a time, so
+  // they may share it.
   void* Scratch(int k, size_t bytes);
 
  private:
@@ -175,6 +179,34 @@ void ParallelRange(int64_t n, int64_t min_chunk, F&& fn) {
 #endif
   (void)chunks;
   fn(int64_t{0}, n);
+}
+
+// A oneDNN memory descriptor as part of a tag: its bytes, in hex (two descriptors that differ
+// give different tags; equal ones the same, as oneDNN zero-fills what it does not set).
+inline std::string DescTag(const dnnl::memory::desc& md) {
+  std::string s;
+  const auto* b = reinterpret_cast<const unsigned char*>(&md.data);
+  s.reserve(sizeof(md.data) * 2);
+  for (size_t i = 0; i < sizeof(md.data); ++i) s += fmt::format("{:02x}", b[i]);
+  return s;
+}
+
+// Weights reordered by oneDNN from `user_md` (as stored at `w`) into `packed_md`, once per
+// session for a constant `w`. The packed bytes live in the returned buffer; wrap them in a
+// dnnl::memory of `packed_md` per run context.
+inline PackedPtr SharedReorder(const NodeSlot& slot, bool w_const, const void* w,
+                               const dnnl::memory::desc& user_md,
+                               const dnnl::memory::desc& packed_md, dnnl::engine& eng,
+                               dnnl::stream& stream, const std::string& kind) {
+  const std::string tag = kind + ":" + DescTag(user_md) + ":" + DescTag(packed_md);
+  return SharedPack<PackedFloats>(slot, w_const, w, tag, [&] {
+    auto buf = std::make_shared<PackedFloats>((packed_md.get_size() + 3) / 4);
+    dnnl::memory user(user_md, eng, const_cast<void*>(w));
+    dnnl::memory dst(packed_md, eng, buf->data());
+    dnnl::reorder(user, dst).execute(stream, user, dst);
+    stream.wait();
+    return buf;
+  });
 }
 
 }  // namespace ferry::ops::cpu

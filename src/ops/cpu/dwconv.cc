@@ -404,9 +404,7 @@ uint64_t DwConvRuns() {
 DwConv::DwConv(const DwShape& s, Layout in, Layout out, Layout res, const Fusion& fusion)
     : s_(s), in_(in), out_(out), res_(res), fusion_(fusion) {
   cp_ = (s.c + 15) / 16 * 16;
-  w_.assign(static_cast<size_t>(s.kh * s.kw * cp_ + 16), 0.f);
-  const auto addr = reinterpret_cast<uintptr_t>(w_.data());
-  w_off_ = ((64 - addr % 64) % 64) / sizeof(float);
+  packed_floats_ = static_cast<size_t>(s.kh * s.kw * cp_);
   size_t off = 0;
   auto take = [&](size_t bytes) {
     const size_t at = off;
@@ -421,11 +419,17 @@ DwConv::DwConv(const DwShape& s, Layout in, Layout out, Layout res, const Fusion
   total_ = off;
 }
 
-void DwConv::PackWeights(const float* w) {
-  float* d = w_.data() + w_off_;
+PackedPtr DwConv::Pack(const float* w) const {
+  auto packed = std::make_shared<PackedFloats>(packed_floats_);
+  float* d = packed->data();
   const int64_t taps = s_.kh * s_.kw;
   for (int64_t t = 0; t < taps; ++t)
     for (int64_t c = 0; c < cp_; ++c) d[t * cp_ + c] = c < s_.c ? w[c * taps + t] : 0.f;
+  return packed;
+}
+
+std::string DwConv::PackTag() const {
+  return fmt::format("dw {}x{} c{}", s_.kh, s_.kw, s_.c);
 }
 
 void DwConv::RunRows(const DwShape& band, const float* x, const float* bias_padded, float* y,
@@ -433,7 +437,7 @@ void DwConv::RunRows(const DwShape& band, const float* x, const float* bias_padd
   Args g;
   g.s = &band;
   g.cp = cp_;
-  g.w = w_.data() + w_off_;
+  g.w = w_->data();
   g.bias = bias_padded;
   g.x = x;
   g.res = nullptr;
@@ -451,7 +455,7 @@ void DwConv::Run(const float* x, const float* bias, const float* res, float* y,
   Args g;
   g.s = &s_;
   g.cp = cp_;
-  g.w = w_.data() + w_off_;
+  g.w = w_->data();
   auto* bp = reinterpret_cast<float*>(sb + off_bias_);
   for (int64_t c = 0; c < cp_; ++c) bp[c] = bias && c < s.c ? bias[c] : 0.f;
   g.bias = bp;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernel.h"
+#include "ops/cpu/packed.h"
 
 namespace ferry::ops::cpu {
 
@@ -56,7 +57,12 @@ class DwConv {
   // fusion.act: kNone, kRelu, kClip, kSwish or kHardSwish.
   DwConv(const DwShape& s, Layout in, Layout out, Layout res, const Fusion& fusion);
   // w: [C][1][kh][kw] float32 (row-major).
-  void PackWeights(const float* w);
+  // The packed form of w (a new buffer), and the one Run reads.
+  PackedPtr Pack(const float* w) const;
+  void SetPacked(PackedPtr p) { w_ = std::move(p); }
+  void PackWeights(const float* w) { SetPacked(Pack(w)); }
+  // Everything the packed bytes depend on besides w (its PackCache tag).
+  std::string PackTag() const;
   size_t scratch_bytes() const { return total_; }
   // bias: [C] or null; res: the residual (may alias y); scratch: scratch_bytes(), 64-byte
   // aligned. Runs on the calling thread's OpenMP team.
@@ -72,9 +78,9 @@ class DwConv {
   DwShape s_;
   Layout in_, out_, res_;
   Fusion fusion_;
-  int64_t cp_ = 0;        // C rounded up to 16
-  std::vector<float> w_;  // [kh * kw][cp], plus 16 floats of slack for alignment
-  size_t w_off_ = 0;      // first 64-byte aligned float of w_
+  int64_t cp_ = 0;            // C rounded up to 16
+  PackedPtr w_;               // packed weights (Pack), shared when constant
+  size_t packed_floats_ = 0;  // floats of a packed form
   // Scratch layout (byte offsets).
   size_t off_x_ = 0, off_y_ = 0, off_r_ = 0, off_bias_ = 0, total_ = 0;
 };

@@ -210,6 +210,10 @@ void PackedB::Free::operator()(float* p) const {
   std::free(p);
 }
 
+size_t PackedB::bytes() const {
+  return static_cast<size_t>((n_ + kNr - 1) / kNr * k_ * kNr) * sizeof(float);
+}
+
 void PackedB::Pack(const float* b, int64_t k, int64_t n, bool trans) {
   const int64_t panels = (n + kNr - 1) / kNr;
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(panels * k * kNr, 1)) * sizeof(float);

@@ -32,6 +32,7 @@ class PackedB {
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   const float* data() const { return data_.get(); }
+  size_t bytes() const;
 
  private:
   struct Free {

@@ -153,20 +153,24 @@ uint64_t GroupedRuns() {
 
 GroupedConv::GroupedConv(const DwShape& s, int64_t groups, const Fusion& fusion)
     : s_(s), per_group_(s.c / groups), fusion_(fusion) {
-  w_.assign(static_cast<size_t>((s.c + 15) / 16 * 9 * per_group_ * 16 + 16), 0.f);
-  const auto addr = reinterpret_cast<uintptr_t>(w_.data());
-  w_off_ = ((64 - addr % 64) % 64) / sizeof(float);
+  packed_floats_ = static_cast<size_t>((s.c + 15) / 16 * 9 * per_group_ * 16);
 }
 
-void GroupedConv::PackWeights(const float* w) {
+PackedPtr GroupedConv::Pack(const float* w) const {
+  auto packed = std::make_shared<PackedFloats>(packed_floats_);
   const int64_t G = per_group_;
-  float* dst = w_.data() + w_off_;
+  float* dst = packed->data();
   for (int64_t v = 0; v < (s_.c + 15) / 16; ++v)
     for (int64_t tap = 0; tap < 9; ++tap)
       for (int64_t j = 0; j < G; ++j)
         for (int64_t l = 0; l < 16; ++l)
           dst[((v * 9 + tap) * G + j) * 16 + l] =
               v * 16 + l < s_.c ? w[((v * 16 + l) * G + j) * 9 + tap] : 0.f;
+  return packed;
+}
+
+std::string GroupedConv::PackTag() const {
+  return fmt::format("grouped c{} g{}", s_.c, per_group_);
 }
 
 void GroupedConv::Run(const float* x, const float* bias, const float* res, float* y) const {
@@ -174,7 +178,7 @@ void GroupedConv::Run(const float* x, const float* bias, const float* res, float
   Args g;
   g.s = &s_;
   g.x = x;
-  g.w = w_.data() + w_off_;
+  g.w = w_->data();
   g.bias = bias;
   g.res = fusion_.sum ? res : nullptr;
   g.y = y;

@@ -26,6 +26,7 @@
 
 #include "ops/cpu/cpu_kernel.h"
 #include "ops/cpu/dwconv.h"
+#include "ops/cpu/packed.h"
 
 namespace ferry::ops::cpu {
 
@@ -46,7 +47,12 @@ class GroupedConv {
   // fusion: sum (an NHWC residual) and act (kNone, kRelu, kClip, kSwish, kHardSwish).
   GroupedConv(const DwShape& s, int64_t groups, const Fusion& fusion);
   // w: [C][G][3][3] float32 (row-major).
-  void PackWeights(const float* w);
+  // The packed form of w (a new buffer), and the one Run reads.
+  PackedPtr Pack(const float* w) const;
+  void SetPacked(PackedPtr p) { w_ = std::move(p); }
+  void PackWeights(const float* w) { SetPacked(Pack(w)); }
+  // Everything the packed bytes depend on besides w (its PackCache tag).
+  std::string PackTag() const;
   // x, res (read when fusion.sum; may alias y), y: NHWC; bias [C] or null. Runs on the calling
   // thread's OpenMP team.
   void Run(const float* x, const float* bias, const float* res, float* y) const;
@@ -55,8 +61,8 @@ class GroupedConv {
   DwShape s_;
   int64_t per_group_ = 0;
   Fusion fusion_;
-  std::vector<float> w_;  // [C / 16][9][G][16], plus 16 floats of slack for alignment
-  size_t w_off_ = 0;      // first 64-byte aligned float of w_
+  PackedPtr w_;               // packed weights (Pack), shared when constant
+  size_t packed_floats_ = 0;  // floats of a packed form
 };
 
 }  // namespace ferry::ops::cpu

@@ -33,14 +33,15 @@ struct MatMulState : KernelState {
   bool pack = false, has_c = false;
   bool fused = false, sum = false;  // fusion accepted; the residual is a sum post-op
   dnnl::primitive_attr attr;
-  dnnl::reorder pack_reorder;
+  dnnl::reorder pack_reorder;  // a computed B into `packed`
+  PackedPtr packed_buf;        // a constant B in packed_md (shared)
   memory packed;
   const void* packed_from = nullptr;
   bool serial = false;  // too small to split: built and run on one thread
   // The own packed GEMM (gemm_avx2.h): y [m, n] = A [m, k] (row stride k) x packed B.
   bool own = false, own_trans = false;  // own_trans: B is stored [n, k] (Gemm transB)
   bool gemv = false;  // own matrix-vector product on B [n, k] in place (GemvTransB)
-  PackedB own_b;
+  std::shared_ptr<const PackedB> own_b;  // shared when B is constant
   int64_t m = 0, k = 0;
   int64_t bias_rs = 0, bias_cs = 0;  // C addressed as c[row * bias_rs + col * bias_cs]
   GemmEpilogue::Act act = GemmEpilogue::Act::kNone;
@@ -136,7 +137,7 @@ Status Build(NodeSlot& slot, MatMulState* st, bool b_const) {
   st->prim = dnnl::matmul(pd);
   st->packed_md = pd.weights_desc();
   st->pack = st->packed_md != st->b_md;
-  if (st->pack) {
+  if (st->pack && !b_const) {  // a computed B is reordered every run into this context's copy
     st->packed = memory(st->packed_md, eng);
     st->pack_reorder =
         dnnl::reorder(dnnl::reorder::primitive_desc(eng, st->b_md, eng, st->packed_md));
@@ -159,22 +160,35 @@ bool FloatTensors(const OpContext& ctx, size_t n) {
 // Packs a constant B once (again if the initializer changes), a computed B every run.
 void PackB(const OpContext& ctx, NodeSlot& slot, MatMulState* st) {
   if (st->gemv) return;  // B is read where it is
+  const bool b_const = ConstInput(slot, 1);
   if (st->own) {
     const float* b = static_cast<const float*>(ctx.input(1).raw());
     if (st->packed_from == b) return;
     const memory::dims& d = st->b_md.dims();  // [k, n]
-    st->own_b.Pack(b, d[0], d[1], st->own_trans);
+    st->own_b = SharedPack<PackedB>(
+        slot, b_const, b, fmt::format("own k{} n{} t{}", d[0], d[1], st->own_trans ? 1 : 0), [&] {
+          auto p = std::make_shared<PackedB>();
+          p->Pack(b, d[0], d[1], st->own_trans);
+          return p;
+        });
     st->packed_from = b;
     return;
   }
   if (!st->pack) return;
   const void* b = ctx.input(1).raw();
-  const bool b_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
   if (b_const && st->packed_from == b) return;
-  memory user(st->b_md, slot.provider->engine(), const_cast<void*>(b));
+  dnnl::engine& eng = slot.provider->engine();
+  if (b_const) {
+    st->packed_buf = SharedReorder(slot, true, b, st->b_md, st->packed_md, eng,
+                                   slot.provider->stream(), "matmul");
+    st->packed = memory(st->packed_md, eng, const_cast<float*>(st->packed_buf->data()));
+    st->packed_from = b;
+    return;
+  }
+  memory user(st->b_md, eng, const_cast<void*>(b));
   st->pack_reorder.execute(slot.provider->stream(), user, st->packed);
   slot.provider->stream().wait();
-  st->packed_from = b_const ? b : nullptr;
+  st->packed_from = nullptr;
 }
 
 // Builds `fresh`'s primitive and makes it the slot's state; without the fusion when oneDNN
@@ -417,7 +431,7 @@ void RunOwn(OpContext& ctx, MatMulState* st) {
                static_cast<const float*>(ctx.input(1).raw()), st->k,
                NumElements(st->out_shape) / st->m, y, e, threads);
   else
-    PackedGemm(static_cast<const float*>(ctx.input(0).raw()), st->m, st->k, st->own_b, y, e,
+    PackedGemm(static_cast<const float*>(ctx.input(0).raw()), st->m, st->k, *st->own_b, y, e,
                threads);
 }
 

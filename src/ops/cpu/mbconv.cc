@@ -437,15 +437,23 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
     const float* w2 = ctx.input(5).data<float>();
     const float* bd = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
     const int64_t cin = ctx.input(0).dim(1), taps = st->s.kh * st->s.kw;
-    std::vector<float> slice;
+    // The three weights, packed per stage (channel range [e0, e1)); shared when constant.
+    const bool wc = ConstInput(slot, 1) && ConstInput(slot, 3) && ConstInput(slot, 5);
     for (Stage& g : st->stages) {
       const int64_t eg = g.e1 - g.e0;
-      g.expand->PackWeights(w1 + g.e0 * cin);
-      g.dw->PackWeights(wd + g.e0 * taps);
-      slice.resize(static_cast<size_t>(st->k * eg));
-      for (int64_t o = 0; o < st->k; ++o)
-        std::copy_n(w2 + o * st->s.c + g.e0, eg, slice.data() + o * eg);
-      g.project->PackWeights(slice.data());
+      const std::string range = fmt::format("mb {}-{} ", g.e0, g.e1);
+      g.expand->SetPacked(SharedPack<PackedFloats>(slot, wc, w1, range + g.expand->PackTag(), [&] {
+        return g.expand->Pack(w1 + g.e0 * cin);
+      }));
+      g.dw->SetPacked(SharedPack<PackedFloats>(slot, wc, wd, range + g.dw->PackTag(),
+                                               [&] { return g.dw->Pack(wd + g.e0 * taps); }));
+      g.project->SetPacked(
+          SharedPack<PackedFloats>(slot, wc, w2, range + g.project->PackTag(), [&] {
+            std::vector<float> slice(static_cast<size_t>(st->k * eg));
+            for (int64_t o = 0; o < st->k; ++o)
+              std::copy_n(w2 + o * st->s.c + g.e0, eg, slice.data() + o * eg);
+            return g.project->Pack(slice.data());
+          }));
       float* bias = g.dw_bias.data() + g.dw_bias_off;
       for (int64_t c = 0; c < eg; ++c) bias[c] = bd ? bd[g.e0 + c] : 0.f;
     }

@@ -161,13 +161,12 @@ Pointwise::Pointwise(int64_t m, int64_t c, int64_t k, const Fusion& fusion)
     block_off_.push_back(total);
     total += c * (std::min(kBlock, k - k0) + 15) / 16 * 16;
   }
-  w_.assign(static_cast<size_t>(total + 16), 0.f);
-  const auto addr = reinterpret_cast<uintptr_t>(w_.data());
-  w_align_ = ((64 - addr % 64) % 64) / sizeof(float);
+  packed_floats_ = static_cast<size_t>(total);
 }
 
-void Pointwise::PackWeights(const float* w) {
-  float* base = w_.data() + w_align_;
+PackedPtr Pointwise::Pack(const float* w) const {
+  auto packed = std::make_shared<PackedFloats>(packed_floats_);
+  float* base = packed->data();
   for (size_t b = 0; b < block_off_.size(); ++b) {
     const int64_t k0 = static_cast<int64_t>(b) * kBlock, cols = std::min(kBlock, k_ - k0);
     const int64_t width = (cols + 15) / 16 * 16;
@@ -176,6 +175,11 @@ void Pointwise::PackWeights(const float* w) {
       for (int64_t j = 0; j < width; ++j)
         dst[i * width + j] = j < cols ? w[(k0 + j) * c_ + i] : 0.f;
   }
+  return packed;
+}
+
+std::string Pointwise::PackTag() const {
+  return fmt::format("pw c{} k{}", c_, k_);
 }
 
 void Pointwise::Go(const float* x, const float* bias, const float* res, float* y, int64_t ldy,
@@ -184,7 +188,7 @@ void Pointwise::Go(const float* x, const float* bias, const float* res, float* y
   g.c = c_;
   g.k = k_;
   g.x = x;
-  g.w = w_.data() + w_align_;
+  g.w = w_->data();
   g.off = block_off_.data();
   g.bias = bias;
   g.res = fusion_.sum ? res : nullptr;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernel.h"
+#include "ops/cpu/packed.h"
 
 namespace ferry::ops::cpu {
 
@@ -42,7 +43,12 @@ class Pointwise {
   // kRelu, kClip, kSwish, kHardSwish).
   Pointwise(int64_t m, int64_t c, int64_t k, const Fusion& fusion);
   // w: [K][C] (the conv's [K][C][1][1]).
-  void PackWeights(const float* w);
+  // The packed form of w (a new buffer), and the one Run reads.
+  PackedPtr Pack(const float* w) const;
+  void SetPacked(PackedPtr p) { w_ = std::move(p); }
+  void PackWeights(const float* w) { SetPacked(Pack(w)); }
+  // Everything the packed bytes depend on besides w (its PackCache tag).
+  std::string PackTag() const;
   // x [m][c], res [m][k] (read when fusion.sum; may alias y), y [m][k], all NHWC; bias [k] or null.
   // ldy > 0: y's pixels are ldy floats apart (a channel slice of a wider tensor; not with a
   // residual). Runs on the calling OpenMP threads.
@@ -58,8 +64,8 @@ class Pointwise {
   int64_t m_, c_, k_;
   Fusion fusion_;
   std::vector<int64_t> block_off_;  // per output block: offset of its packed weights
-  std::vector<float> w_;            // packed weights, 16 floats of slack for alignment
-  size_t w_align_ = 0;              // first 64-byte aligned float of w_
+  PackedPtr w_;                     // packed weights (Pack), shared when constant
+  size_t packed_floats_ = 0;        // floats of a packed form
 };
 
 }  // namespace ferry::ops::cpu

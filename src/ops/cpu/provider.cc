@@ -12,8 +12,8 @@
 
 namespace ferry::ops::cpu {
 
-Provider::Provider(int threads)
-    : threads_(threads), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+Provider::Provider(int threads, const dnnl::engine& engine)
+    : threads_(threads), engine_(engine), stream_(engine_) {}
 
 void* Provider::Scratch(int k, size_t bytes) {
   Buffer& b = scratch_[k];
@@ -30,8 +30,9 @@ void DestroyProvider(Provider* p) {
   delete p;
 }
 
-ProviderPtr MakeProvider(int threads) {
-  return ProviderPtr(new Provider(threads));
+ProviderPtr MakeProvider(int threads, const Provider* engine_of) {
+  if (engine_of) return ProviderPtr(new Provider(threads, engine_of->engine()));
+  return ProviderPtr(new Provider(threads, dnnl::engine(dnnl::engine::kind::cpu, 0)));
 }
 
 namespace {

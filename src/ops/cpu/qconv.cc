@@ -203,6 +203,7 @@ bool HasVnni() {
 struct QConvState : KernelState {
   StateKey key;
   dnnl::convolution_forward prim;
+  PackedPtr packed_buf;  // W in the primitive's layout (shared)
   memory packed_w, bias, src_zp;
   memory::desc in_md, src_md, dst_md;  // input as it arrives, the primitive's src and dst (NHWC)
   bool reorder_src = false;
@@ -347,9 +348,10 @@ Status PrepareQConv(OpContext& ctx, NodeSlot& slot) {
         pd.dst_desc() != fresh->dst_md)
       return Decline(slot);
     fresh->prim = dnnl::convolution_forward(pd);
-    fresh->packed_w = memory(pd.weights_desc(), eng);
-    memory user(wuser, eng, const_cast<void*>(w.raw()));
-    dnnl::reorder(user, fresh->packed_w).execute(slot.provider->stream(), user, fresh->packed_w);
+    // W is constant (checked above): packed once per session.
+    fresh->packed_buf = SharedReorder(slot, true, w.raw(), wuser, pd.weights_desc(), eng,
+                                      slot.provider->stream(), "qconv");
+    fresh->packed_w = memory(pd.weights_desc(), eng, const_cast<float*>(fresh->packed_buf->data()));
     fresh->bias = memory(bmd, eng);
     std::memcpy(fresh->bias.get_data_handle(), bias.data(), bias.size() * sizeof(float));
     fresh->src_zp = memory(memory::desc({1}, memory::data_type::s32, tag::a), eng);

@@ -221,6 +221,17 @@ std::vector<int32_t> ZeroPoints(const OpContext& ctx, size_t i) {
   return z;
 }
 
+// The packed B matrices of a batched int8 MatMul.
+struct QPackedSet {
+  std::vector<QPackedB> b;
+  size_t bytes() const {
+    size_t n = 0;
+    for (const QPackedB& p : b)
+      n += static_cast<size_t>(p.kp * p.npad) + (p.colsum.size() + p.zb.size()) * sizeof(int32_t);
+    return n;
+  }
+};
+
 struct QState : KernelState {
   StateKey key;
   QIsa isa = QIsa::kNone;
@@ -231,27 +242,37 @@ struct QState : KernelState {
   dnnl::memory b_mem;
   std::optional<dnnl::matmul> mm;
   QDims d;
-  bool b_packed_once = false;      // B (and its zero point) constant: packed at prepare
-  std::vector<QPackedB> packed;    // one per B batch matrix
-  std::vector<float> scale, bias;  // pattern: per column (npad)
-  std::vector<int32_t> acc;        // QLinearMatMul: int32 products
+  PackedPtr b_buf;             // oneDNN's B bytes (shared)
+  bool b_packed_once = false;  // B (and its zero point) constant: packed at prepare, shared
+  std::shared_ptr<const QPackedSet> packed;  // one per B batch matrix
+  std::vector<float> scale, bias;            // pattern: per column (npad)
+  std::vector<int32_t> acc;                  // QLinearMatMul: int32 products
 };
 
 bool Const(const NodeSlot& slot, size_t i) {
   return slot.const_inputs.size() > i && slot.const_inputs[i];
 }
 
-// Packs every B batch matrix (input bi, zero point input zi).
-void PackAll(const OpContext& ctx, size_t bi, size_t zi, QState* st) {
+// Packs every B batch matrix (input bi, zero point input zi): once per session when both are
+// constant (b_packed_once), else into this context's own copy.
+void PackAll(const OpContext& ctx, const NodeSlot& slot, size_t bi, size_t zi, QState* st) {
   const Tensor& b = ctx.input(bi);
-  const std::vector<int32_t> zb = ZeroPoints(ctx, zi);
-  const int64_t nb = NumElements(st->d.b_batch);
-  st->packed.assign(static_cast<size_t>(nb), QPackedB{});
-  const auto* base = static_cast<const int8_t*>(b.raw());
-  for (int64_t t = 0; t < nb; ++t)
-    QPackB(st->isa, base + t * st->d.k * st->d.n, b.dtype() == DType::kInt8, st->d.k, st->d.n,
-           st->d.n, zb.empty() ? nullptr : zb.data(), zb.size() == 1,
-           &st->packed[static_cast<size_t>(t)]);
+  const auto pack = [&] {
+    const std::vector<int32_t> zb = ZeroPoints(ctx, zi);
+    const int64_t nb = NumElements(st->d.b_batch);
+    auto set = std::make_shared<QPackedSet>();
+    set->b.assign(static_cast<size_t>(nb), QPackedB{});
+    const auto* base = static_cast<const int8_t*>(b.raw());
+    for (int64_t t = 0; t < nb; ++t)
+      QPackB(st->isa, base + t * st->d.k * st->d.n, b.dtype() == DType::kInt8, st->d.k, st->d.n,
+             st->d.n, zb.empty() ? nullptr : zb.data(), zb.size() == 1,
+             &set->b[static_cast<size_t>(t)]);
+    return set;
+  };
+  const void* zp = ctx.has_input(zi) ? ctx.input(zi).raw() : nullptr;
+  const std::string tag = fmt::format("q{} k{} n{} b{} zp{}", static_cast<int>(st->isa), st->d.k,
+                                      st->d.n, NumElements(st->d.b_batch), zp);
+  st->packed = SharedPack<QPackedSet>(slot, st->b_packed_once, b.raw(), tag, pack);
 }
 
 // oneDNN takes: B int8 2-D without a zero point (or an all-zero one), A's zero point one value,
@@ -280,10 +301,9 @@ void BuildOneDnn(const OpContext& ctx, NodeSlot& slot, size_t ai, size_t bi, QSt
   dnnl::primitive_attr attr;
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(st->a_md, b_any, st->c_md), attr, eng);
-  dnnl::memory user(b_md, eng, const_cast<void*>(ctx.input(bi).raw()));
-  st->b_mem = dnnl::memory(pd.weights_desc(), eng);
-  dnnl::reorder(user, st->b_mem).execute(slot.provider->stream(), user, st->b_mem);
-  slot.provider->stream().wait();
+  st->b_buf = SharedReorder(slot, true, ctx.input(bi).raw(), b_md, pd.weights_desc(), eng,
+                            slot.provider->stream(), "qmatmul");
+  st->b_mem = dnnl::memory(pd.weights_desc(), eng, const_cast<float*>(st->b_buf->data()));
   st->mm.emplace(pd);
   st->onednn = true;
 }
@@ -312,7 +332,7 @@ QState* PrepareInt8MatMul(OpContext& ctx, NodeSlot& slot, size_t ai, size_t bi, 
   if (fresh->b_packed_once && OneDnnFits(ctx, bi, azi, bzi, fresh->d))
     BuildOneDnn(ctx, slot, ai, bi, fresh.get());
   else if (fresh->b_packed_once)
-    PackAll(ctx, bi, bzi, fresh.get());
+    PackAll(ctx, slot, bi, bzi, fresh.get());
   slot.state = std::move(fresh);
   return static_cast<QState*>(slot.state.get());
 }
@@ -339,7 +359,7 @@ void RunInt8MatMul(OpContext& ctx, NodeSlot& slot, QState* st, size_t ai, size_t
     if (!out.i32) QEpilogue(c, st->rows, st->d.n, out);
     return;
   }
-  if (!st->b_packed_once) PackAll(ctx, bi, bzi, st);
+  if (!st->b_packed_once) PackAll(ctx, slot, bi, bzi, st);
   const QDims& d = st->d;
   const Tensor& a = ctx.input(ai);
   const std::vector<int32_t> za = ZeroPoints(ctx, azi);
@@ -348,7 +368,7 @@ void RunInt8MatMul(OpContext& ctx, NodeSlot& slot, QState* st, size_t ai, size_t
   float* f32 = out.f32;
   out.ldc = d.n;
   if (d.b_batch.empty() && za.size() <= 1) {  // one B: A's batch is just more rows
-    QGemm(st->packed[0], a.raw(), a.dtype() == DType::kInt8, nb * d.m, d.k,
+    QGemm(st->packed->b[0], a.raw(), a.dtype() == DType::kInt8, nb * d.m, d.k,
           za.empty() ? nullptr : za.data(), true, out);
     return;
   }
@@ -357,9 +377,9 @@ void RunInt8MatMul(OpContext& ctx, NodeSlot& slot, QState* st, size_t ai, size_t
     const int64_t bo = BatchOffset(d.b_batch, d.batch, t);
     if (i32) out.i32 = i32 + t * d.m * d.n;
     if (f32) out.f32 = f32 + t * d.m * d.n;
-    QGemm(st->packed[static_cast<size_t>(bo)], static_cast<const int8_t*>(a.raw()) + ao * d.m * d.k,
-          a.dtype() == DType::kInt8, d.m, d.k, za.empty() ? nullptr : za.data(), za.size() == 1,
-          out);
+    QGemm(st->packed->b[static_cast<size_t>(bo)],
+          static_cast<const int8_t*>(a.raw()) + ao * d.m * d.k, a.dtype() == DType::kInt8, d.m, d.k,
+          za.empty() ? nullptr : za.data(), za.size() == 1, out);
   }
 }
 

@@ -683,6 +683,16 @@ struct DirScratch {
   std::vector<const float*> xw_rows;               // AVX-512: a step's xw row per batch row
 };
 
+// The packed weights of an RNN node (layout in RnnState).
+struct RnnPacked {
+  std::vector<float> wpack, rpack, rhpack, bias_x, bias_r, peep;
+  size_t bytes() const {
+    return (wpack.size() + rpack.size() + rhpack.size() + bias_x.size() + bias_r.size() +
+            peep.size()) *
+           sizeof(float);
+  }
+};
+
 struct RnnState : KernelState {
   StateKey key;
   std::vector<OpContext::Declared> decl;
@@ -696,8 +706,8 @@ struct RnnState : KernelState {
   // AVX2/scalar: panels of kNr columns in gate order; AVX-512: gate-interleaved panels of
   // gates x kJ columns (hc of them), xw in the same column order.
   int64_t ldx = 0, ldr = 0, ldh = 0, hc = 0;
-  std::vector<int64_t> lens;  // the run's sequence lengths
-  std::vector<float> wpack, rpack, rhpack, bias_x, bias_r, peep;
+  std::vector<int64_t> lens;            // the run's sequence lengths
+  std::shared_ptr<const RnnPacked> pk;  // shared when W, R, B and P are constant
   const void* packed_from[4] = {nullptr, nullptr, nullptr, nullptr};  // W, R, B, P
   bool packed = false;
   std::vector<DirScratch> scratch;
@@ -725,7 +735,14 @@ bool AcceptsLstm(const ir::Node& node) {
 }
 
 // Packs W, R, biases and peepholes for every direction (inputs validated by the reference).
-void Pack(const OpContext& ctx, RnnState* st) {
+std::shared_ptr<RnnPacked> Pack(const OpContext& ctx, const RnnState* st) {
+  auto pk = std::make_shared<RnnPacked>();
+  pk->wpack.resize(static_cast<size_t>(st->nd * st->ldx * st->I));
+  pk->rpack.resize(static_cast<size_t>(st->nd * st->ldr * st->H));
+  pk->rhpack.resize(static_cast<size_t>(st->nd * st->ldh * st->H));
+  pk->bias_x.resize(static_cast<size_t>(st->nd * st->ldx));
+  pk->bias_r.resize(static_cast<size_t>(st->nd * st->ldr));
+  if (st->lstm) pk->peep.resize(static_cast<size_t>(st->nd * 3 * st->H));
   const int64_t H = st->H, I = st->I, G = st->G, GH = G * H;
   const float* w = ctx.input(kW).data<float>();
   const float* r = ctx.input(kR).data<float>();
@@ -751,16 +768,16 @@ void Pack(const OpContext& ctx, RnnState* st) {
     return (j / kJ * gates + g) * kJ + j % kJ;
   };
   for (int64_t d = 0; d < st->nd; ++d) {
-    pack(w + d * GH * I, G, I, st->wpack.data() + d * st->ldx * I);
+    pack(w + d * GH * I, G, I, pk->wpack.data() + d * st->ldx * I);
     const float* rd = r + d * GH * H;
     if (gru_split) {
-      pack(rd, 2, H, st->rpack.data() + d * st->ldr * H);
-      pack(rd + 2 * H * H, 1, H, st->rhpack.data() + d * st->ldh * H);
+      pack(rd, 2, H, pk->rpack.data() + d * st->ldr * H);
+      pack(rd + 2 * H * H, 1, H, pk->rhpack.data() + d * st->ldh * H);
     } else {
-      pack(rd, G, H, st->rpack.data() + d * st->ldr * H);
+      pack(rd, G, H, pk->rpack.data() + d * st->ldr * H);
     }
-    float* bx = st->bias_x.data() + d * st->ldx;
-    float* br = st->bias_r.data() + d * st->ldr;
+    float* bx = pk->bias_x.data() + d * st->ldx;
+    float* br = pk->bias_r.data() + d * st->ldr;
     std::fill(bx, bx + st->ldx, 0.f);
     std::fill(br, br + st->ldr, 0.f);
     if (b) {
@@ -773,7 +790,7 @@ void Pack(const OpContext& ctx, RnnState* st) {
       }
     }
     if (st->lstm) {
-      float* pd = st->peep.data() + d * 3 * H;
+      float* pd = pk->peep.data() + d * 3 * H;
       if (ctx.has_input(kP))
         std::memcpy(pd, ctx.input(kP).data<float>() + d * 3 * H,
                     static_cast<size_t>(3 * H) * sizeof(float));
@@ -781,6 +798,7 @@ void Pack(const OpContext& ctx, RnnState* st) {
         std::fill(pd, pd + 3 * H, 0.f);
     }
   }
+  return pk;
 }
 
 Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
@@ -840,12 +858,6 @@ Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
       s.ldr = Panels(gru_split ? 2 * s.H : GH) * kNr;
       s.ldh = gru_split ? Panels(s.H) * kNr : 0;
     }
-    s.wpack.resize(static_cast<size_t>(s.nd * s.ldx * s.I));
-    s.rpack.resize(static_cast<size_t>(s.nd * s.ldr * s.H));
-    s.rhpack.resize(static_cast<size_t>(s.nd * s.ldh * s.H));
-    s.bias_x.resize(static_cast<size_t>(s.nd * s.ldx));
-    s.bias_r.resize(static_cast<size_t>(s.nd * s.ldr));
-    if (lstm) s.peep.resize(static_cast<size_t>(s.nd * 3 * s.H));
     s.scratch.resize(static_cast<size_t>(s.nd));
     s.lens.resize(static_cast<size_t>(s.B));
     for (DirScratch& d : s.scratch) {
@@ -883,17 +895,22 @@ Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
   }
   // Pack once for initializers (again if one changes), every run otherwise.
   const size_t idx[4] = {kW, kR, kB, kP};
-  bool repack = !st->packed;
+  bool repack = !st->packed, all_const = true;
   for (int k = 0; k < 4; ++k) {
     const size_t i = idx[k];
     const void* p = ctx.has_input(i) ? ctx.input(i).raw() : nullptr;
-    const bool is_const =
-        !ctx.has_input(i) || (slot.const_inputs.size() > i && slot.const_inputs[i]);
+    const bool is_const = !ctx.has_input(i) || ConstInput(slot, i);
     if (!is_const || p != st->packed_from[k]) repack = true;
+    all_const = all_const && is_const;
     st->packed_from[k] = p;
   }
   if (repack) {
-    Pack(ctx, st);
+    const std::string tag =
+        fmt::format("rnn isa{} ldx{} ldr{} ldh{} hc{} lbr{} R{} B{} P{}", static_cast<int>(st->isa),
+                    st->ldx, st->ldr, st->ldh, st->hc, st->lbr ? 1 : 0, st->packed_from[1],
+                    st->packed_from[2], st->packed_from[3]);
+    st->pk = SharedPack<RnnPacked>(slot, all_const, st->packed_from[0], tag,
+                                   [&] { return Pack(ctx, st); });
     st->packed = true;
   }
   for (size_t i = 0; i < st->decl.size(); ++i)
@@ -931,8 +948,8 @@ void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bo
     return (st.layout1 ? (b * T + t) * nd + d : (t * nd + d) * B + b) * H;
   };
   // Input projection of every step: xw[row] = x[row]·W^T + bias.
-  const float* wp = st.wpack.data() + d * st.ldx * I;
-  const float* bx = st.bias_x.data() + d * st.ldx;
+  const float* wp = st.pk->wpack.data() + d * st.ldx * I;
+  const float* bx = st.pk->bias_x.data() + d * st.ldx;
   const int64_t rows = T * B, px = st.ldx / kNr;
   auto project = [&](int64_t r0, int64_t r1) {
 #ifdef FERRY_RNN_X86
@@ -967,10 +984,10 @@ void RunDirection(const RnnState& st, int64_t d, const Io& io, DirScratch& s, bo
         std::fill(c, c + H, 0.f);
     }
   }
-  const float* rp = st.rpack.data() + d * st.ldr * H;
-  const float* br = st.bias_r.data() + d * st.ldr;
-  const float* rhp = gru_split ? st.rhpack.data() + d * st.ldh * H : nullptr;
-  const float* peep = st.lstm ? st.peep.data() + d * 3 * H : nullptr;
+  const float* rp = st.pk->rpack.data() + d * st.ldr * H;
+  const float* br = st.pk->bias_r.data() + d * st.ldr;
+  const float* rhp = gru_split ? st.pk->rhpack.data() + d * st.ldh * H : nullptr;
+  const float* peep = st.lstm ? st.pk->peep.data() + d * 3 * H : nullptr;
   const int64_t pr = st.ldr / kNr, ph = st.ldh / kNr;
   auto xw_of = [&](int64_t step, int64_t b) -> const float* {
     const int64_t len = io.lens[b];

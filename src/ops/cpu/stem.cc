@@ -186,18 +186,22 @@ uint64_t StemRuns() {
 
 StemConv::StemConv(const StemShape& s, const Fusion& fusion) : s_(s), fusion_(fusion) {
   vecs_ = (s.k + 15) / 16;
-  w_.assign(static_cast<size_t>(s.c * s.kh * s.kw * vecs_ * 16 + 16), 0.f);
-  const auto addr = reinterpret_cast<uintptr_t>(w_.data());
-  w_align_ = ((64 - addr % 64) % 64) / sizeof(float);
+  packed_floats_ = static_cast<size_t>(s.c * s.kh * s.kw * vecs_ * 16);
 }
 
-void StemConv::PackWeights(const float* w) {
-  float* dst = w_.data() + w_align_;
+PackedPtr StemConv::Pack(const float* w) const {
+  auto packed = std::make_shared<PackedFloats>(packed_floats_);
+  float* dst = packed->data();
   const int64_t width = vecs_ * 16, taps = s_.kh * s_.kw;
   for (int64_t c = 0; c < s_.c; ++c)
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t j = 0; j < width; ++j)
         dst[(c * taps + t) * width + j] = j < s_.k ? w[(j * s_.c + c) * taps + t] : 0.f;
+  return packed;
+}
+
+std::string StemConv::PackTag() const {
+  return fmt::format("stem c{} {}x{} k{}", s_.c, s_.kh, s_.kw, s_.k);
 }
 
 void StemConv::RunRows(const float* x, const float* bias, float* y, int64_t r0, int64_t r1,
@@ -205,7 +209,7 @@ void StemConv::RunRows(const float* x, const float* bias, float* y, int64_t r0, 
   Args g;
   g.s = &s_;
   g.x = x;
-  g.w = w_.data() + w_align_;
+  g.w = w_->data();
   g.bias = bias;
   g.y = y;
   std::tie(g.lo, g.hi) = fusion_.bounds();
@@ -419,7 +423,7 @@ Status PrepareStemPool(OpContext& ctx, NodeSlot& slot) {
   }
   const void* wptr = ctx.input(1).raw();
   if (st->packed_from != wptr) {
-    st->conv->PackWeights(ctx.input(1).data<float>());
+    PackFor(*st->conv, slot, ConstInput(slot, 1), ctx.input(1).data<float>());
     st->packed_from = wptr;
   }
   const StemShape& sh = st->conv->shape();

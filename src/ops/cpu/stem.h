@@ -23,6 +23,7 @@
 
 #include "ops/cpu/cpu_kernel.h"
 #include "ops/cpu/dwconv.h"
+#include "ops/cpu/packed.h"
 
 namespace ferry::ops::cpu {
 
@@ -63,7 +64,12 @@ class StemConv {
   // fusion.act: kNone, kRelu, kClip, kSwish or kHardSwish (no sum).
   StemConv(const StemShape& s, const Fusion& fusion);
   // w: [K][C][kh][kw].
-  void PackWeights(const float* w);
+  // The packed form of w (a new buffer), and the one Run reads.
+  PackedPtr Pack(const float* w) const;
+  void SetPacked(PackedPtr p) { w_ = std::move(p); }
+  void PackWeights(const float* w) { SetPacked(Pack(w)); }
+  // Everything the packed bytes depend on besides w (its PackCache tag).
+  std::string PackTag() const;
   // x: plain [N, C, H, W]; bias [K] or null; y: NHWC [N, OH, OW, K].
   void Run(const float* x, const float* bias, float* y) const;
   // Output rows [r0, r1) (row = n * OH + oy) on the calling thread, written to `dst` one after
@@ -76,8 +82,8 @@ class StemConv {
   StemShape s_;
   Fusion fusion_;
   int64_t vecs_ = 1;
-  std::vector<float> w_;  // packed, 16 floats of slack for alignment
-  size_t w_align_ = 0;
+  PackedPtr w_;               // packed weights (Pack), shared when constant
+  size_t packed_floats_ = 0;  // floats of a packed form
 };
 
 }  // namespace ferry::ops::cpu

@@ -636,9 +636,7 @@ WinogradConv::WinogradConv(const WinogradShape& s, int tile, Layout in, Layout o
   tw_ = (s.ow + m_ - 1) / m_;
   t_ = s.n * th_ * tw_;
   const int64_t positions = int64_t{a_} * a_;
-  u_.assign(static_cast<size_t>(positions * kp_ * cp_ + 16), 0.f);
-  const auto addr = reinterpret_cast<uintptr_t>(u_.data());
-  u_off_ = ((64 - addr % 64) % 64) / sizeof(float);
+  packed_floats_ = static_cast<size_t>(positions * kp_ * cp_);
   size_t off = 0;
   auto take = [&](size_t bytes) {
     const size_t at = off;
@@ -666,8 +664,9 @@ size_t WinogradConv::scratch_bytes() const {
   return total_;
 }
 
-void WinogradConv::PackWeights(const float* w) {
-  float* u = u_.data() + u_off_;
+PackedPtr WinogradConv::Pack(const float* w) const {
+  auto packed = std::make_shared<PackedFloats>(packed_floats_);
+  float* u = packed->data();
   const int64_t kb_n = kp_ / 16, cp = cp_, c_n = s_.c, k_n = s_.k;
   const int a = a_;
   ParallelRange(kb_n * c_n, 64, [&](int64_t b, int64_t e) {
@@ -679,6 +678,11 @@ void WinogradConv::PackWeights(const float* w) {
         FilterBlock<6>(kG4, w, k_n, c_n, kb, c, cp, kb_n, u);
     }
   });
+  return packed;
+}
+
+std::string WinogradConv::PackTag() const {
+  return fmt::format("wino a{} c{} k{}", a_, s_.c, s_.k);
 }
 
 void WinogradConv::Run(const float* x, const float* bias, const float* res, float* y, void* scratch,
@@ -693,7 +697,7 @@ void WinogradConv::Run(const float* x, const float* bias, const float* res, floa
   a.th = th_;
   a.tw = tw_;
   a.t = t_;
-  a.u = u_.data() + u_off_;
+  a.u = u_->data();
   a.v = reinterpret_cast<float*>(sb + off_v_);
   a.m = reinterpret_cast<float*>(sb + off_m_);
   a.vt = chunk_ > 0 ? chunk_ : t_;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ops/cpu/cpu_kernel.h"
+#include "ops/cpu/packed.h"
 
 namespace ferry::ops::cpu {
 
@@ -94,7 +95,12 @@ class WinogradConv {
   WinogradConv(const WinogradShape& s, int tile, Layout in, Layout out, Layout res,
                const Fusion& fusion);
   // w: [K][C][3][3] float32 (row-major).
-  void PackWeights(const float* w);
+  // The packed form of w (a new buffer), and the one Run reads.
+  PackedPtr Pack(const float* w) const;
+  void SetPacked(PackedPtr p) { u_ = std::move(p); }
+  void PackWeights(const float* w) { SetPacked(Pack(w)); }
+  // Everything the packed bytes depend on besides w (its PackCache tag).
+  std::string PackTag() const;
   size_t scratch_bytes() const;
   // bias: [K] or null; res: the residual in layout `res` (read only when fusion.sum), may alias y;
   // scratch: scratch_bytes(), 64-byte aligned. ldy > 0: y's pixels are ldy floats apart (a
@@ -114,8 +120,8 @@ class WinogradConv {
   int64_t th_, tw_, t_;    // tiles per column, per row, in all (N * th * tw)
   Layout in_, out_, res_;  // as given
   Fusion fusion_;
-  std::vector<float> u_;  // [a*a][kp/16][cp][16], plus 16 floats of slack for alignment
-  size_t u_off_ = 0;      // first 64-byte aligned float of u_
+  PackedPtr u_;               // packed weights (Pack), shared when constant
+  size_t packed_floats_ = 0;  // floats of a packed form
   // Scratch layout (byte offsets).
   size_t off_x_ = 0, off_v_ = 0, off_m_ = 0, off_r_ = 0, off_b_ = 0, total_ = 0;
   int64_t chunk_ = 0;  // tiles per chunk (WinogradChunk), 0: phases over the whole image
