@@ -79,7 +79,8 @@ bool IsDefaultDomain(const ir::Node& n) {
 
 }  // namespace
 
-Status GraphExecutor::Build(const std::set<std::string>& outer) {
+Status GraphExecutor::Build(const std::set<std::string>& outer, const ConstValues& outer_const) {
+  outer_const_ = outer_const;
   std::set<std::string> visible = outer;
   for (const auto& v : graph_.inputs) {
     input_ids_.push_back(Intern(v.name));
@@ -118,7 +119,7 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
             n.Describe(), r);
   }
   FERRY_ASSIGN_OR_RETURN(std::vector<size_t> order, TopologicalOrder(graph_, reads, producer));
-  FERRY_RETURN_IF_ERROR(BuildSteps(order, visible, producer));
+  FERRY_RETURN_IF_ERROR(BuildSteps(order));
   for (const auto& o : graph_.outputs) {
     if (!producer.count(o.name) && !visible.count(o.name))
       return InvalidError("graph output '{}' is not produced by any node, input or initializer",
@@ -133,18 +134,53 @@ Status GraphExecutor::Build(const std::set<std::string>& outer) {
   }
   PlanLiveness(reads);
   PlanCpu(reads);
+  // Subgraphs last: they may take this graph's constants, folded ones included.
+  FERRY_RETURN_IF_ERROR(BuildSubgraphs(visible, producer));
+  for (Step& st : steps_)
+    for (auto& [name, sub] : st.subgraphs) sub->ResolveOuter(*this);
+  return Status::Ok();
+}
+
+// Each step's subgraph executors (If/Loop/Scan bodies), built recursively: what a subgraph may
+// read is this graph's names and the enclosing ones; what it may treat as constant are the
+// enclosing constants, this graph's initializers and its Constant or folded steps' values.
+Status GraphExecutor::BuildSubgraphs(const std::set<std::string>& visible,
+                                     const std::unordered_map<std::string, size_t>& producer) {
+  std::set<std::string> sub_visible;
+  ConstValues sub_const;
+  bool built = false;
+  for (Step& st : steps_) {
+    if (!st.has_subgraphs) continue;
+    // Built once, on the first subgraph (a per-node copy made session build quadratic in
+    // graph size).
+    if (!built) {
+      sub_visible = visible;
+      for (const auto& [name, p] : producer) sub_visible.insert(name);
+      sub_const = outer_const_;
+      for (const auto& init : graph_.initializers) sub_const[init.name] = &init.tensor;
+      for (const Step& cs : steps_)
+        if (cs.constant && cs.outputs.size() == 1 && cs.outputs[0] >= 0)
+          sub_const[names_[U(cs.outputs[0])]] = cs.constant;
+      for (const auto& in : graph_.inputs) sub_const.erase(in.name);  // fed by the caller
+      built = true;
+    }
+    const ir::Node& n = *st.node;
+    for (const auto& a : n.attributes) {
+      if (!a.g) continue;
+      auto sub = std::make_unique<GraphExecutor>(*a.g, shared_);
+      FERRY_RETURN_IF_ERROR(
+          sub->Build(sub_visible, sub_const).With(n.Describe() + " attribute '" + a.name + "'"));
+      st.subgraphs.emplace(a.name, std::move(sub));
+    }
+  }
   return Status::Ok();
 }
 
 // One Step per node in `order`: its op definition at the model's opset, the cpu kernel that
-// takes it, its value ids and its subgraphs' executors (built here, recursively).
-Status GraphExecutor::BuildSteps(const std::vector<size_t>& order,
-                                 const std::set<std::string>& visible,
-                                 const std::unordered_map<std::string, size_t>& producer) {
+// takes it and its value ids (subgraphs: BuildSubgraphs).
+Status GraphExecutor::BuildSteps(const std::vector<size_t>& order) {
   const auto& reg = ops::Registry::Get();
   const ir::Model& model = *shared_->model;
-  std::set<std::string> sub_visible;
-  bool sub_visible_built = false;
   for (size_t k : order) {
     const ir::Node& n = graph_.nodes[k];
     Step st;
@@ -175,20 +211,7 @@ Status GraphExecutor::BuildSteps(const std::vector<size_t>& order,
     }
     for (const auto& i : n.inputs) st.inputs.push_back(i.empty() ? -1 : Intern(i));
     for (const auto& o : n.outputs) st.outputs.push_back(o.empty() ? -1 : Intern(o));
-    for (const auto& a : n.attributes) {
-      if (!a.g) continue;
-      // What a subgraph may read: this graph's names and the enclosing ones. Built once, on
-      // the first subgraph (a per-node copy made session build quadratic in graph size).
-      if (!sub_visible_built) {
-        sub_visible = visible;
-        for (const auto& [name, p] : producer) sub_visible.insert(name);
-        sub_visible_built = true;
-      }
-      auto sub = std::make_unique<GraphExecutor>(*a.g, shared_);
-      FERRY_RETURN_IF_ERROR(
-          sub->Build(sub_visible).With(n.Describe() + " attribute '" + a.name + "'"));
-      st.subgraphs.emplace(a.name, std::move(sub));
-    }
+    for (const auto& a : n.attributes) st.has_subgraphs = st.has_subgraphs || a.g != nullptr;
     steps_.push_back(std::move(st));
   }
   return Status::Ok();

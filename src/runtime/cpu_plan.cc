@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "core/thread_pool.h"
 #include "runtime/executor.h"
 
 namespace ferry::runtime {
@@ -27,7 +28,13 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
   info.sub_read.assign(nv, false);
   info.users.assign(nv, {});
   info.producer.assign(nv, -1);
+  // The same every run: initializers, Constant outputs (weights held as Constant nodes, as
+  // spox writes them) and the enclosing graphs' constants a subgraph reads.
   for (const auto& [id, v] : constants_) info.is_const[U(id)] = true;
+  for (const Step& st : steps_)
+    if (st.constant && !is_output_[U(st.outputs[0])]) info.is_const[U(st.outputs[0])] = true;
+  for (const auto& [id, name] : outer_)
+    if (outer_const_.count(name)) info.is_const[U(id)] = true;
   for (int id : input_ids_) info.is_const[U(id)] = false;
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& st = steps_[s];
@@ -50,6 +57,7 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
     else if (info.is_const[U(st.inputs[0])])
       info.is_const[U(st.outputs[0])] = true;
   }
+  FoldAtCreate(info);
   PlanFolds(info);
   PlanLayouts(info);
   placeable_.assign(nv, false);
@@ -74,6 +82,100 @@ void GraphExecutor::PlanCpu(const std::vector<std::vector<std::string>>& reads) 
   }
   PlanFusions(info, pattern_of, &absorbed);
   PlanMemo(info, absorbed);
+}
+
+namespace {
+
+// Ops whose result does not depend only on their inputs and attributes, or that are planned
+// otherwise (DequantizeLinear: PlanFolds), or that make no tensor.
+bool FoldableOp(const ir::Node& n) {
+  static const std::set<std::string_view> kNot = {"Constant",
+                                                  "RandomNormal",
+                                                  "RandomNormalLike",
+                                                  "RandomUniform",
+                                                  "RandomUniformLike",
+                                                  "Bernoulli",
+                                                  "Multinomial",
+                                                  "If",
+                                                  "Loop",
+                                                  "Scan",
+                                                  "DequantizeLinear",
+                                                  "SequenceConstruct",
+                                                  "SequenceEmpty",
+                                                  "SequenceInsert",
+                                                  "SequenceErase",
+                                                  "SequenceAt",
+                                                  "SequenceLength",
+                                                  "SplitToSequence",
+                                                  "ConcatFromSequence",
+                                                  "Optional",
+                                                  "OptionalGetElement",
+                                                  "OptionalHasElement"};
+  return IsDefaultDomain(n) && !kNot.count(n.op_type);
+}
+
+// A folded value larger than this stays computed at run time (a ConstantOfShape to a huge
+// shape, a Tile or Expand of a constant).
+constexpr size_t kFoldBytes = size_t{64} << 20;
+
+}  // namespace
+
+// Steps whose inputs are all the same every run (initializers, Constants, earlier folded steps)
+// are computed once here with their reference kernel, as ONNX Runtime folds constants when it
+// loads a model: torch's re-ordered LSTM weights (Slice -> Concat -> Unsqueeze of Constants),
+// transposed weights, shape arithmetic on constants. The step then shares its value like a
+// Constant ("cpu (folded at create)"), and kernels reading it pack it once. A step that fails
+// here (bad attributes) or would make more than kFoldBytes is left to run, and reports there.
+void GraphExecutor::FoldAtCreate(PlanInfo& info) {
+  std::vector<const Tensor*> value(names_.size(), nullptr);
+  for (const auto& [id, v] : constants_)
+    if (info.is_const[U(id)] && v.is_tensor()) value[U(id)] = &v.tensor();
+  for (const auto& [id, name] : outer_)
+    if (auto it = outer_const_.find(name); it != outer_const_.end()) value[U(id)] = it->second;
+  ThreadPool pool(1);
+  for (Step& st : steps_) {
+    if (st.constant && !st.outputs.empty() && st.outputs[0] >= 0)
+      value[U(st.outputs[0])] = st.constant;
+    if (st.alias && value[U(st.inputs[0])] && !is_output_[U(st.outputs[0])])
+      value[U(st.outputs[0])] = value[U(st.inputs[0])];
+    if (st.constant || st.alias || st.has_subgraphs || st.outputs.size() != 1 ||
+        st.outputs[0] < 0 || is_output_[U(st.outputs[0])] || info.sub_read[U(st.outputs[0])] ||
+        !FoldableOp(*st.node))
+      continue;
+    std::vector<Value> in(st.inputs.size());
+    std::vector<const Value*> ptrs;
+    bool ok = !st.inputs.empty();
+    for (size_t i = 0; ok && i < st.inputs.size(); ++i) {
+      const int id = st.inputs[i];
+      if (id < 0) {
+        ptrs.push_back(nullptr);
+        continue;
+      }
+      ok = value[U(id)] != nullptr;
+      if (ok) in[i] = Value(*value[U(id)]);
+      ptrs.push_back(&in[i]);
+    }
+    if (!ok) continue;
+    std::vector<Value> outs(1);
+    ops::OpContext ctx(*st.node, st.opset, std::move(ptrs), &outs);
+    ctx.set_pool(&pool);
+    ctx.set_seed(shared_->seed);
+    if (!st.def->prepare(ctx).ok()) continue;
+    const auto& decl = ctx.declared();
+    if (decl.size() != 1 || !decl[0].set) continue;
+    bool sane = true;
+    for (int64_t d : decl[0].shape) sane = sane && d >= 0;
+    if (!sane || static_cast<double>(NumElements(decl[0].shape)) * DTypeSize(decl[0].dtype) >
+                     static_cast<double>(kFoldBytes))
+      continue;
+    outs[0] = Value(Tensor(decl[0].dtype, decl[0].shape));
+    st.def->run(ctx);
+    if (!ctx.run_status().ok() || !outs[0].is_tensor()) continue;
+    st.built = std::make_unique<Tensor>(outs[0].tensor());
+    st.constant = st.built.get();
+    value[U(st.outputs[0])] = st.constant;
+    info.is_const[U(st.outputs[0])] = true;
+  }
 }
 
 // DequantizeLinears of constants fold: computed once, shared (Step::fold). Lazy folds' (constant,

@@ -72,7 +72,8 @@ struct Step {
   const ops::OpDef* def = nullptr;
   int64_t opset = 0;
   std::vector<int> inputs, outputs;
-  std::vector<int> frees;  // values last read here
+  std::vector<int> frees;      // values last read here
+  bool has_subgraphs = false;  // a graph attribute (If/Loop/Scan body): `subgraphs`
   std::map<std::string, std::unique_ptr<GraphExecutor>, std::less<>> subgraphs;
   // cpu provider: the kernel, its shared packed weights, and the fusion this step may host.
   const ops::cpu::KernelDef* cpu = nullptr;
@@ -89,6 +90,9 @@ struct Step {
   // Constant whose output may share its `value` attribute's tensor.
   bool alias = false;
   const Tensor* constant = nullptr;
+  // cpu provider: a step whose inputs are all the same every run, computed once at Create
+  // (its reference kernel) and then shared like a Constant (`constant` points at it).
+  std::unique_ptr<Tensor> built;
   // cpu provider: a Reshape/Flatten/Squeeze/Unsqueeze/Identity/Transpose whose output may be a
   // view of its input: no copy. Build extends the input's lifetime (arena slot included) to the
   // output's last reader.
@@ -113,6 +117,7 @@ struct Step {
   // cpu provider: a pattern kernel that computes this step and `absorbed` ones (host step).
   struct PatternPlan {
     std::string_view name;
+    std::string provider;  // "cpu (NAME)"
     const ops::cpu::KernelDef* kernel = nullptr;
     std::vector<size_t> absorbed;
     std::vector<int> inputs;
@@ -124,10 +129,11 @@ struct Step {
   std::unique_ptr<PatternPlan> pattern;
 };
 
-// The frame of one graph's run: its values by id, and the caller's frame (outer-scope reads).
+// The frame of one graph's run: its values by id (the run state's buffer, reused from run to
+// run), and the caller's frame (outer-scope reads).
 struct Frame {
   const GraphExecutor* exec;
-  std::vector<Value> values;
+  std::vector<Value>& values;
   const Frame* parent;
 };
 
@@ -143,8 +149,13 @@ class GraphExecutor {
  public:
   GraphExecutor(const ir::Graph& g, const SessionShared* shared) : graph_(g), shared_(shared) {}
 
-  // `outer` = names visible from enclosing scopes (empty for the main graph).
-  Status Build(const std::set<std::string>& outer);
+  // Names and the values of enclosing graphs that are the same every run (initializers,
+  // Constant outputs, steps folded at Create).
+  using ConstValues = std::map<std::string, const Tensor*, std::less<>>;
+  // `outer` = names visible from enclosing scopes (empty for the main graph); `outer_const`
+  // = those among them that are the same every run, with their values: a subgraph folds steps
+  // on them, kernels in it pack them once, memo steps may read them.
+  Status Build(const std::set<std::string>& outer, const ConstValues& outer_const = {});
   // Runs the graph with `state` (one run at a time per state); `parent` is the calling frame
   // (subgraphs), `opts` null inside subgraphs (no observer there).
   Status Run(ExecState& state, const RunEnv& env, const Frame* parent,
@@ -164,7 +175,8 @@ class GraphExecutor {
   // Largest arena one run of this graph needs (subgraphs not included), over the input
   // signatures planned so far.
   size_t max_arena_bytes() const;
-  // Bytes of the cpu nodes' packed weights (shared by all runs), subgraphs included.
+  // Bytes of the cpu nodes' packed weights and the constants folded at Create or on the first
+  // run (shared by all runs), subgraphs included.
   size_t packed_bytes() const;
   // Per step: planned provider from the plan, last-run provider and times from `state`.
   std::vector<NodeReport> Report(const ExecState* state) const;
@@ -181,6 +193,7 @@ class GraphExecutor {
   };
   void PlanCpu(const std::vector<std::vector<std::string>>& reads);
   void PlanFolds(PlanInfo& info);
+  void FoldAtCreate(PlanInfo& info);
   void PlanLayouts(const PlanInfo& info);
   void PlanFusions(const PlanInfo& info, const std::vector<int>& pattern_of,
                    std::vector<bool>* absorbed);
@@ -198,8 +211,9 @@ class GraphExecutor {
     if (inserted) names_.push_back(name);
     return it->second;
   }
-  Status BuildSteps(const std::vector<size_t>& order, const std::set<std::string>& visible,
-                    const std::unordered_map<std::string, size_t>& producer);
+  Status BuildSteps(const std::vector<size_t>& order);
+  Status BuildSubgraphs(const std::set<std::string>& visible,
+                        const std::unordered_map<std::string, size_t>& producer);
   void PlanLiveness(const std::vector<std::vector<std::string>>& reads);
   // The arena layout planned for `sig`, or null; Publish keeps the first one planned.
   std::shared_ptr<const ArenaLayout> FindPlan(const std::string& sig) const;
@@ -216,6 +230,12 @@ class GraphExecutor {
   std::vector<int> input_ids_, output_ids_;
   std::vector<std::pair<int, Value>> constants_;
   std::vector<std::pair<int, std::string>> outer_;  // ids read from enclosing scopes
+  ConstValues outer_const_;                         // Build's `outer_const`
+  // Per outer_ entry, its id in the enclosing graph `outer_parent_` (resolved when that graph's
+  // Build completes); a run called from another frame looks names up instead.
+  const GraphExecutor* outer_parent_ = nullptr;
+  std::vector<int> outer_parent_ids_;
+  void ResolveOuter(const GraphExecutor& parent);
   std::vector<Step> steps_;
   std::vector<bool> is_output_;
   std::vector<bool> nhwc_ok_;  // per value: every reader is a cpu kernel that takes channels-last
@@ -241,8 +261,8 @@ struct StepState {
   std::shared_ptr<const Tensor> folded;  // this context's copy of Step::fold_cell's value
   // Subgraph run states, made on first use.
   std::map<std::string, std::unique_ptr<ExecState>, std::less<>> subgraphs;
-  // Last run and profile.
-  std::string provider;
+  // Last run (a static text, or the pattern plan's `provider`) and profile.
+  std::string_view provider;
   int fused_into = -1;
   int64_t total_ns = 0, calls = 0;
 };
@@ -250,6 +270,11 @@ struct StepState {
 // One run context's state for one graph. Used by one run at a time.
 struct ExecState {
   std::vector<StepState> steps;
+  std::vector<Value> values;  // the frame's values during a run (all empty between runs)
+  // The input dtypes and shapes of the last run (its signature, `last_sig`, made only when
+  // they change).
+  std::vector<std::pair<DType, Shape>> last_inputs;
+  bool last_fuse = false;
   // Per value, the generation of its memo step's last output in this context (a fresh number
   // whenever recomputed); 0 for values that are the same every run.
   std::vector<uint64_t> memo_gen;

@@ -49,6 +49,7 @@ class PlanView final : public ops::cpu::GraphView {
     }
     const Step& p = steps_[static_cast<size_t>(ps)];
     if (p.alias) return constant(p.inputs[0]);
+    if (p.built) return p.built.get();  // folded at Create
     const ir::Node& n = *p.node;
     const ir::Attribute* a = n.op_type == "Constant" && (n.domain.empty() || n.domain == "ai.onnx")
                                  ? n.attr("value")
@@ -100,6 +101,7 @@ void GraphExecutor::PlanPatterns(const PlanInfo& info, std::vector<int>* pattern
       if (!ok || !writes_output) continue;
       auto plan = std::make_unique<Step::PatternPlan>();
       plan->name = p.name;
+      plan->provider = "cpu (" + std::string(p.name) + ")";
       plan->kernel = m.kernel;
       plan->absorbed = m.absorbed;
       plan->inputs = m.inputs;
@@ -155,7 +157,7 @@ void GraphExecutor::PlanMemo(const PlanInfo& info, const std::vector<bool>& abso
       memo_src_[U(st.outputs[0])] = 1;  // shared every run
       continue;
     }
-    if (!n.domain.empty() || !kOps.count(n.op_type) || !st.subgraphs.empty() || absorbed[s] ||
+    if (!n.domain.empty() || !kOps.count(n.op_type) || st.has_subgraphs || absorbed[s] ||
         st.pattern || !st.absorb.empty() || st.fold || st.outputs.empty() ||
         (st.alias && info.is_const[U(st.outputs[0])]))  // shared already
       continue;
@@ -179,7 +181,7 @@ void GraphExecutor::PlanMemo(const PlanInfo& info, const std::vector<bool>& abso
   for (size_t s = 0; s < steps_.size(); ++s) {
     Step& st = steps_[s];
     const ir::Node& n = *st.node;
-    if (!n.domain.empty() || !kShapeOnly.count(n.op_type) || !st.subgraphs.empty() || absorbed[s] ||
+    if (!n.domain.empty() || !kShapeOnly.count(n.op_type) || st.has_subgraphs || absorbed[s] ||
         st.pattern || !st.absorb.empty() || st.memo || st.outputs.empty())
       continue;
     bool ok = true;

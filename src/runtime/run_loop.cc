@@ -22,7 +22,40 @@ std::string Signature(std::span<const Value> inputs) {
   return s;
 }
 
+// Whether `inputs` have the dtypes and shapes of the state's last run (with the same fusion);
+// when not, they become the last ones.
+bool SameInputs(ExecState& state, std::span<const Value> inputs, bool fuse) {
+  bool same = state.last_fuse == fuse && state.last_inputs.size() == inputs.size();
+  for (size_t i = 0; same && i < inputs.size(); ++i) {
+    const auto& [dt, shape] = state.last_inputs[i];
+    same = inputs[i].is_tensor()
+               ? inputs[i].tensor().dtype() == dt && inputs[i].tensor().shape() == shape
+               : dt == DType::kUndefined && shape.empty();
+  }
+  if (same) return true;
+  state.last_fuse = fuse;
+  state.last_inputs.clear();
+  for (const Value& v : inputs)
+    state.last_inputs.emplace_back(v.is_tensor() ? v.tensor().dtype() : DType::kUndefined,
+                                   v.is_tensor() ? v.tensor().shape() : Shape{});
+  return false;
+}
+
 }  // namespace
+
+void GraphExecutor::ResolveOuter(const GraphExecutor& parent) {
+  outer_parent_ = &parent;
+  outer_parent_ids_.clear();
+  for (const auto& [id, name] : outer_) {
+    const int pid = parent.IdOf(name);
+    if (pid < 0) {  // not the parent's: look names up at run time
+      outer_parent_ = nullptr;
+      outer_parent_ids_.clear();
+      return;
+    }
+    outer_parent_ids_.push_back(pid);
+  }
+}
 
 std::unique_ptr<ExecState> GraphExecutor::NewState(ops::cpu::Provider* cpu) const {
   auto state = std::make_unique<ExecState>();
@@ -78,6 +111,7 @@ size_t GraphExecutor::packed_bytes() const {
     if (st.pattern) b += st.pattern->packs->bytes();
     if (st.fold_cell)
       if (auto t = st.fold_cell->Get()) b += t->nbytes();
+    if (st.built) b += st.built->nbytes();
     for (const auto& [name, sub] : st.subgraphs) b += sub->packed_bytes();
   }
   return b;
@@ -86,11 +120,24 @@ size_t GraphExecutor::packed_bytes() const {
 Status GraphExecutor::Run(ExecState& state, const RunEnv& env, const Frame* parent,
                           std::span<const Value> inputs, std::vector<Value>* outputs,
                           const RunOptions* opts) const {
-  Frame frame{this, std::vector<Value>(names_.size()), parent};
+  state.values.resize(names_.size());
+  Frame frame{this, state.values, parent};
+  // Every value is released when the run ends, whichever way it ends.
+  struct Clear {
+    std::vector<Value>& v;
+    ~Clear() {
+      for (Value& x : v) x = Value();
+    }
+  } clear{state.values};
   for (const auto& [id, v] : constants_) frame.values[U(id)] = v;
   for (size_t i = 0; i < input_ids_.size() && i < inputs.size(); ++i)
     frame.values[U(input_ids_[i])] = inputs[i];
-  for (const auto& [id, name] : outer_) {
+  for (size_t k = 0; k < outer_.size(); ++k) {
+    const auto& [id, name] = outer_[k];
+    if (parent && parent->exec == outer_parent_) {
+      frame.values[U(id)] = parent->values[U(outer_parent_ids_[k])];
+      continue;
+    }
     for (const Frame* f = parent; f; f = f->parent) {
       const int pid = f->exec->IdOf(name);
       if (pid >= 0 && !f->values[U(pid)].is_none()) {
@@ -102,10 +149,9 @@ Status GraphExecutor::Run(ExecState& state, const RunEnv& env, const Frame* pare
   // Fused runs and unfused runs (with an observer) keep separate arena plans: fusion moves
   // where values are first written.
   const bool fuse = shared_->cpu() && !(opts && opts->observer);
-  std::string sig = (fuse ? "F" : "U") + Signature(inputs);
-  if (sig != state.last_sig || !state.last_plan) {
-    state.last_plan = FindPlan(sig);
-    state.last_sig = std::move(sig);
+  if (!SameInputs(state, inputs, fuse) || !state.last_plan) {
+    state.last_plan = FindPlan((fuse ? "F" : "U") + Signature(inputs));
+    state.last_sig = (fuse ? "F" : "U") + Signature(inputs);
   }
   const ArenaLayout* plan = state.last_plan.get();
   std::byte* base = plan ? state.arena.Reserve(plan->total) : nullptr;

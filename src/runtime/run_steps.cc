@@ -137,7 +137,7 @@ bool StepRunner::FastPath(size_t s) {
   if (e_.is_output_[U(st.outputs[0])]) return false;
   val(st.outputs[0]) = Value(*st.constant);  // shared
   layouts_[U(st.outputs[0])] = Layout::kPlain;
-  ss.provider = "cpu";
+  ss.provider = st.built ? "cpu (folded at create)" : "cpu";
   return true;
 }
 
@@ -251,7 +251,7 @@ Status StepRunner::RunPattern(size_t s, bool* ran) {
   val(pp.output) = std::move(pouts[0]);
   layouts_[U(pp.output)] = slot.out_layouts.empty() ? Layout::kPlain : slot.out_layouts[0];
   MarkFused(s, pp.absorbed);
-  state_.steps[s].provider = "cpu (" + std::string(pp.name) + ")";
+  state_.steps[s].provider = pp.provider;
   *ran = true;
   return Status::Ok();
 }
@@ -274,7 +274,7 @@ bool StepRunner::ShareValue(size_t s) {
   if (st.constant && !e_.is_output_[out]) {
     val(st.outputs[0]) = Value(*st.constant);  // shared
     layouts_[out] = Layout::kPlain;
-    ss.provider = "cpu";
+    ss.provider = st.built ? "cpu (folded at create)" : "cpu";
     return true;
   }
   if (st.alias) {
@@ -390,7 +390,12 @@ Status StepRunner::RunReference(size_t s) {
   StepState& ss = state_.steps[s];
   std::vector<const Value*> ins;
   std::vector<Value> converted;  // plain copies of channels-last inputs
-  converted.reserve(st.inputs.size());
+  if (cpu_on_)
+    for (int id : st.inputs)
+      if (id >= 0 && layouts_[U(id)] != Layout::kPlain) {
+        converted.reserve(st.inputs.size());  // no reallocation: `ins` points into it
+        break;
+      }
   for (int id : st.inputs) {
     if (id < 0) {
       ins.push_back(nullptr);
@@ -409,14 +414,15 @@ Status StepRunner::RunReference(size_t s) {
   }
   ops::OpContext ctx = MakeContext(s, std::move(ins), &outs_);
   std::vector<std::unique_ptr<Runner>> runners;
-  ctx.set_subgraphs([&](std::string_view attr) -> ops::SubgraphRunner* {
-    auto it = st.subgraphs.find(attr);
-    if (it == st.subgraphs.end()) return nullptr;
-    std::unique_ptr<ExecState>& sub = ss.subgraphs[std::string(attr)];
-    if (!sub) sub = it->second->NewState(env_.cpu);
-    runners.push_back(std::make_unique<Runner>(it->second.get(), sub.get(), &env_, &frame_));
-    return runners.back().get();
-  });
+  if (!st.subgraphs.empty())
+    ctx.set_subgraphs([&](std::string_view attr) -> ops::SubgraphRunner* {
+      auto it = st.subgraphs.find(attr);
+      if (it == st.subgraphs.end()) return nullptr;
+      std::unique_ptr<ExecState>& sub = ss.subgraphs[std::string(attr)];
+      if (!sub) sub = it->second->NewState(env_.cpu);
+      runners.push_back(std::make_unique<Runner>(it->second.get(), sub.get(), &env_, &frame_));
+      return runners.back().get();
+    });
   ctx.set_allocator([this](size_t k, DType dt, const Shape& shape) { return Alloc(k, dt, shape); });
   FERRY_RETURN_IF_ERROR(st.def->prepare(ctx));
   FERRY_RETURN_IF_ERROR(AllocateDeclared(ctx, &outs_));

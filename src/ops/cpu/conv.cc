@@ -99,12 +99,25 @@ bool GroupedConvNhwc() {
 namespace {
 
 bool AcceptsConv(const ir::Node& n) {
-  // 2-D only (kernel_shape, when given, has two values); everything else is checked at prepare.
+  // 1-D (conv1d.cc) and 2-D (kernel_shape, when given, has one or two values); everything
+  // else is checked at prepare.
   const ir::Attribute* ks = n.attr("kernel_shape");
-  return !ks || ks->ints.size() == 2;
+  return !ks || ks->ints.size() == 2 || ks->ints.size() == 1;
 }
 
 Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
+  if (ctx.input_is_tensor(0) && ctx.input(0).rank() == 3) return PrepareConv1d(ctx, slot);
+  return PrepareConv2d(ctx, slot);
+}
+
+void RunConv(OpContext& ctx, NodeSlot& slot) {
+  if (ctx.input(0).rank() == 3) return RunConv1d(ctx, slot);
+  RunConv2d(ctx, slot);
+}
+
+}  // namespace
+
+Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
   const size_t n_in = std::min<size_t>(ctx.num_inputs(), 3);
   if (!FloatConvInputs(ctx)) {
     slot.declined = true;
@@ -388,7 +401,7 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   return Status::Ok();
 }
 
-void RunConv(OpContext& ctx, NodeSlot& slot) {
+void RunConv2d(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<ConvState*>(slot.state.get());
   Provider& p = *slot.provider;
   if (st->dw) {
@@ -478,6 +491,8 @@ void RunConv(OpContext& ctx, NodeSlot& slot) {
   st->io.Finish(p, dst, y);
   s.wait();
 }
+
+namespace {
 
 constexpr KernelDef kKernels[] = {
     {"", "Conv", 1, 1000, AcceptsConv, 0b1, 3, PrepareConv, RunConv},

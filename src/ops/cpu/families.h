@@ -11,6 +11,12 @@
 namespace ferry::ops::cpu {
 
 std::span<const KernelDef> ConvKernels();    // conv.cc: Conv (oneDNN)
+// conv.cc's 2-D Conv, and conv1d.cc's 1-D Conv run as that 2-D Conv (the Conv kernel picks by
+// the input's rank).
+Status PrepareConv2d(OpContext& ctx, NodeSlot& slot);
+void RunConv2d(OpContext& ctx, NodeSlot& slot);
+Status PrepareConv1d(OpContext& ctx, NodeSlot& slot);
+void RunConv1d(OpContext& ctx, NodeSlot& slot);
 std::span<const KernelDef> DeconvKernels();  // deconv.cc: ConvTranspose (oneDNN)
 std::span<const KernelDef> ResizeKernels();  // resize.cc: Resize, Upsample (own loops)
 std::span<const KernelDef> PoolKernels();    // pool.cc: MaxPool, AveragePool, GlobalAveragePool

@@ -38,7 +38,9 @@ const VecOps& BaselineVec() {
 const VecOps* Avx2Vec() {
 #ifdef FERRY_VEC_AVX2
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  static const VecOps t = avx2::MakeTable("avx2");
+  // Built only where the CPU has it: the table's own code may use the ISA (on an older CPU,
+  // or under valgrind, it would be an illegal instruction).
+  static const VecOps t = has ? avx2::MakeTable("avx2") : VecOps{};
   return has ? &t : nullptr;
 #else
   return nullptr;
@@ -49,7 +51,7 @@ const VecOps* Avx512Vec() {
 #ifdef FERRY_VEC_AVX512
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  static const VecOps t = avx512::MakeTable("avx512");
+  static const VecOps t = has ? avx512::MakeTable("avx512") : VecOps{};
   return has ? &t : nullptr;
 #else
   return nullptr;

@@ -1,0 +1,132 @@
+// cpu kernel: Conv with one spatial dim (audio front ends, STFT as a Conv, tf2onnx's text
+// models) on the 2-D kernels of conv.cc. X [N,C,L] is X [N,C,1,L], W [K,C/g,k] is W [K,C/g,1,k],
+// the attributes get a unit first dim (kernel_shape [1,k], strides [1,s], dilations [1,d], pads
+// [0,b,0,e]), and Y [N,K,1,Lo] is Y [N,K,Lo]: the node is run as the 2-D Conv it is equal to,
+// with the same packed weights, fusions (bias, residual sum, activation) and algorithm choice.
+// Inputs and outputs stay plain (the runtime's provider layouts are rank-4 only).
+#include <utility>
+
+#include "ops/cpu/families.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+struct Conv1dState : KernelState {
+  StateKey key;
+  ir::Node node;   // the node as a 2-D Conv
+  NodeSlot inner;  // the 2-D kernel's slot
+};
+
+// The node with 2-D attributes (a unit first spatial dim).
+ir::Node As2d(const ir::Node& n) {
+  ir::Node m;
+  m.name = n.name;
+  m.op_type = n.op_type;
+  m.domain = n.domain;
+  m.inputs = n.inputs;
+  m.outputs = n.outputs;
+  for (const ir::Attribute& a : n.attributes) {
+    ir::Attribute b;
+    b.name = a.name;
+    b.type = a.type;
+    b.i = a.i;
+    b.f = a.f;
+    b.s = a.s;
+    b.ints = a.ints;
+    b.floats = a.floats;
+    b.strings = a.strings;
+    if (a.type == ir::AttrType::kInts && a.ints.size() == 1 &&
+        (a.name == "kernel_shape" || a.name == "strides" || a.name == "dilations"))
+      b.ints = {1, a.ints[0]};
+    if (a.type == ir::AttrType::kInts && a.name == "pads" && a.ints.size() == 2)
+      b.ints = {0, a.ints[0], 0, a.ints[1]};
+    m.attributes.push_back(std::move(b));
+  }
+  return m;
+}
+
+// A rank-3 tensor [N,C,L] as [N,C,1,L] (same storage).
+Value With1(const Tensor& t) {
+  const Shape& s = t.shape();
+  return Value(t.Reshaped({s[0], s[1], 1, s[2]}));
+}
+
+// The inputs as the 2-D conv reads them: X and W with a unit dim, B as it is, a fused
+// residual (input `sum`, [N,K,Lo]) with a unit dim.
+std::vector<Value> Inputs2d(const OpContext& ctx, size_t sum) {
+  std::vector<Value> v(ctx.num_inputs());
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    v[i] =
+        (i <= 1 || i == sum) && ctx.input(i).rank() == 3 ? With1(ctx.input(i)) : ctx.input_value(i);
+  }
+  return v;
+}
+
+std::vector<const Value*> Pointers(const OpContext& ctx, const std::vector<Value>& v) {
+  std::vector<const Value*> p(v.size(), nullptr);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (ctx.has_input(i)) p[i] = &v[i];
+  return p;
+}
+
+}  // namespace
+
+Status PrepareConv1d(OpContext& ctx, NodeSlot& slot) {
+  const bool ok = ctx.input_is_tensor(0) && ctx.input_is_tensor(1) && ctx.input(0).rank() == 3 &&
+                  ctx.input(1).rank() == 3 && ctx.input(0).dtype() == DType::kFloat &&
+                  ctx.input(1).dtype() == DType::kFloat &&
+                  (slot.in_layouts.empty() || slot.in_layouts[0] == Layout::kPlain);
+  if (!ok) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  auto* st = static_cast<Conv1dState*>(slot.state.get());
+  StateKey key = MakeKey(ctx, slot);
+  if (!st || !(st->key == key)) {
+    auto fresh = std::make_unique<Conv1dState>();
+    fresh->key = std::move(key);
+    fresh->node = As2d(ctx.node());
+    fresh->inner.provider = slot.provider;
+    fresh->inner.packs = slot.packs;
+    fresh->inner.reference = slot.reference;
+    fresh->inner.const_inputs = slot.const_inputs;
+    slot.state = std::move(fresh);
+    st = static_cast<Conv1dState*>(slot.state.get());
+  }
+  NodeSlot& in = st->inner;
+  in.fusion = slot.fusion;
+  in.in_layouts.assign(ctx.num_inputs(), Layout::kPlain);
+  in.nhwc_ok.assign(1, false);
+  in.out_pixel_stride = 0;
+  in.declined = in.fused = in.strided_out_ok = false;
+  in.out_layouts.clear();
+  in.place_offsets.clear();
+  const std::vector<Value> v = Inputs2d(ctx, slot.fusion.sum ? 3 : ctx.num_inputs());
+  std::vector<Value> outs(ctx.num_outputs());
+  OpContext c2(st->node, ctx.opset(), Pointers(ctx, v), &outs);
+  c2.set_pool(ctx.pool());
+  FERRY_RETURN_IF_ERROR(PrepareConv2d(c2, in));
+  if (in.declined || c2.declared().empty() || !c2.declared()[0].set) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  const Shape& y = c2.declared()[0].shape;  // [N,K,1,Lo]
+  ctx.set_output(0, DType::kFloat, {y[0], y[1], y[3]});
+  slot.fused = in.fused;
+  slot.out_layouts.assign(1, Layout::kPlain);
+  return Status::Ok();
+}
+
+void RunConv1d(OpContext& ctx, NodeSlot& slot) {
+  auto* st = static_cast<Conv1dState*>(slot.state.get());
+  const std::vector<Value> v = Inputs2d(ctx, slot.fused && slot.fusion.sum ? 3 : ctx.num_inputs());
+  std::vector<Value> outs(ctx.num_outputs());
+  outs[0] = With1(ctx.output(0));
+  OpContext c2(st->node, ctx.opset(), Pointers(ctx, v), &outs);
+  c2.set_pool(ctx.pool());
+  RunConv2d(c2, st->inner);
+}
+
+}  // namespace ferry::ops::cpu

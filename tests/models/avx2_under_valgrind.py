@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""The AVX2 paths on a machine without AVX-512: valgrind's CPU has AVX2 and no AVX-512 (its
+CPUID says so and it cannot execute an AVX-512 instruction), so every kernel Ferry picks by the
+CPU takes its AVX2 path under `valgrind --tool=none`, and any AVX-512 instruction reached anyway
+(a table built for the wrong ISA, a missing CPU check) is an illegal instruction: the run dies
+with SIGILL. Runs the bundled example and the zoo's test data.
+
+    /usr/bin/python3 tests/models/avx2_under_valgrind.py --ferry build/src/ferry --zoo DIR
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ferry", required=True)
+    ap.add_argument("--zoo", required=True)
+    args = ap.parse_args()
+    if not shutil.which("valgrind"):
+        print("avx2: valgrind is missing (scripts/install-deps installs it)", file=sys.stderr)
+        return 2
+    cases = [os.path.join(ROOT, "examples", "digits_cnn")]
+    for name in ["gru_encoder", "bert_encoder", "mobilenet_v2"]:
+        cases.append(os.path.join(args.zoo, name))
+    env = dict(os.environ, GOMP_SPINCOUNT="5000")  # no re-exec of the binary under valgrind
+    failed = 0
+    for d in cases:
+        cmd = ["valgrind", "--tool=none", "-q", args.ferry, "run", os.path.join(d, "model.onnx"),
+               "--test-data", d, "--rtol", "1e-3", "--atol", "1e-4", "--threads", "2"]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        status = "ok" if r.returncode == 0 else "exit %d" % r.returncode
+        print("%-16s %s" % (os.path.basename(d), status), flush=True)
+        if r.returncode != 0:
+            failed += 1
+            print((r.stdout + r.stderr)[-3000:], file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
