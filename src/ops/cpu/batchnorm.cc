@@ -9,6 +9,7 @@
 
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
+#include "ops/cpu/vec.h"
 
 namespace ferry::ops::cpu {
 
@@ -78,11 +79,10 @@ Status PrepareBn(OpContext& ctx, NodeSlot& slot) {
 }
 
 // The loops, one pass each (affine, residual, clamp), compiled for AVX-512, AVX2 and the baseline
-// and picked at load time by the CPU (GCC target_clones): 16 lanes on AVX-512 CPUs.
+// and picked at load time by the CPU (FERRY_TARGET_CLONES, vec.h): 16 lanes on AVX-512 CPUs.
 // d[j] = s[j] * a[j] + b[j] (+ r[j]) (clamped) for j < len: a channel-last row.
-#define FERRY_BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-FERRY_BN_CLONES void RowVV(const float* s, const float* a, const float* b, const float* r, float* d,
-                           int64_t len, bool clamp, float lo, float hi) {
+FERRY_TARGET_CLONES void RowVV(const float* s, const float* a, const float* b, const float* r,
+                               float* d, int64_t len, bool clamp, float lo, float hi) {
   if (r) {
     if (clamp) {
 #pragma omp simd
@@ -104,8 +104,9 @@ FERRY_BN_CLONES void RowVV(const float* s, const float* a, const float* b, const
 // RowVV without the residual over `rows` rows: d[r * ds + j] = clamp(s[r * ss + j] * a[j] + b[j])
 // (ConcatBn's NHWC inputs: a call per input and thread, not per pixel — DenseNet's 32-channel
 // inputs made the call and loop set-up a large share of the work).
-FERRY_BN_CLONES void RowsVV(const float* s, int64_t ss, const float* a, const float* b, float* d,
-                            int64_t ds, int64_t len, int64_t rows, bool clamp, float lo, float hi) {
+FERRY_TARGET_CLONES void RowsVV(const float* s, int64_t ss, const float* a, const float* b,
+                                float* d, int64_t ds, int64_t len, int64_t rows, bool clamp,
+                                float lo, float hi) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* sr = s + r * ss;
     float* dr = d + r * ds;
@@ -142,8 +143,9 @@ __attribute__((always_inline)) inline void RowBlockedN(const float* s, const flo
     }
   }
 }
-FERRY_BN_CLONES void RowBlocked(const float* s, const float* a, const float* b, const float* r,
-                                float* d, int64_t sp, int64_t blk, bool clamp, float lo, float hi) {
+FERRY_TARGET_CLONES void RowBlocked(const float* s, const float* a, const float* b, const float* r,
+                                    float* d, int64_t sp, int64_t blk, bool clamp, float lo,
+                                    float hi) {
   if (blk == 8)
     RowBlockedN<8>(s, a, b, r, d, sp, clamp, lo, hi);
   else
@@ -151,8 +153,8 @@ FERRY_BN_CLONES void RowBlocked(const float* s, const float* a, const float* b, 
 }
 
 // d[p] = s[p] * a + b (...) for p < sp: one plain channel plane.
-FERRY_BN_CLONES void RowVS(const float* s, float a, float b, const float* r, float* d, int64_t sp,
-                           bool clamp, float lo, float hi) {
+FERRY_TARGET_CLONES void RowVS(const float* s, float a, float b, const float* r, float* d,
+                               int64_t sp, bool clamp, float lo, float hi) {
   if (r) {
 #pragma omp simd
     for (int64_t p = 0; p < sp; ++p) {

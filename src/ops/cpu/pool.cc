@@ -338,11 +338,8 @@ inline __attribute__((always_inline)) void SumChannelsNhwc(const float* s, int64
 // same additions as a plain loop): 64, then 16, then 1 channel(s) at a time held in registers
 // across all pixels (the single-channel tail used to run for every channel past the last 64:
 // EfficientNet's 32- and 96-channel SE pools, 2/3 of this function's time). Compiled for AVX-512,
-// AVX2 and the baseline, picked at load time (GCC target_clones).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void SumPixelsNhwc(const float* s,
-                                                                                int64_t hw,
-                                                                                int64_t c,
-                                                                                float* db) {
+// AVX2 and the baseline, picked at load time (FERRY_TARGET_CLONES).
+FERRY_TARGET_CLONES void SumPixelsNhwc(const float* s, int64_t hw, int64_t c, float* db) {
   int64_t ch0 = 0;
   for (; ch0 + 64 <= c; ch0 += 64) SumChannelsNhwc<64>(s, hw, c, ch0, db);
   for (; ch0 + 16 <= c; ch0 += 16) SumChannelsNhwc<16>(s, hw, c, ch0, db);

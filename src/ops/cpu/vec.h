@@ -6,6 +6,16 @@
 
 #include <cstdint>
 
+// A loop compiled for AVX-512, AVX2 and the baseline, one picked at load time by the CPU (GCC
+// `target_clones`, resolved through an ifunc). Under ThreadSanitizer the loop is compiled once,
+// for the baseline: the ifunc resolver runs while the dynamic loader relocates the binary, before
+// TSan's runtime is initialised, and GCC instruments it (a SIGSEGV before main).
+#if defined(__SANITIZE_THREAD__)
+#define FERRY_TARGET_CLONES
+#else
+#define FERRY_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 namespace ferry::ops::cpu {
 
 enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kPow, kCount };
