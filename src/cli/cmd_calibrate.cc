@@ -1,23 +1,13 @@
 // ferry calibrate MODEL --data DIR -o TABLE.json [--method minmax|percentile[:P]|entropy]
 //                 [--max-samples N] [--batch B] [--activation-type u8|s8] [--symmetric]
 //                 [--threads N] [--json]
-// Streams the calibration set through the engine (bounded memory: a histogram per tensor) and
-// writes the calibration table (temp file + rename). Exit 0, or 2/3/4 for usage, invalid input,
-// unsupported.
-#include <unistd.h>
-
+// The work is quant::CalibrateFile (src/quant/calibrate_file.h); this file parses, renders,
+// exits: 0, or 2/3/4 for usage, invalid input, unsupported.
 #include <cstdio>
-#include <filesystem>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/quant_common.h"
-#include "cli/tensor_files.h"
-#include "core/npy.h"
-#include "ir/onnx_io.h"
-#include "quant/calibrate.h"
-#include "quant/data.h"
+#include "quant/calibrate_file.h"
 
 namespace ferry::cli {
 
@@ -32,68 +22,29 @@ struct Options {
 };
 
 int RunCalibrate(const Options& o) {
+  quant::CalibrateFileOptions co;
+  co.model = o.model;
+  co.data = o.data;
+  co.output = o.output;
   auto method = quant::ParseMethod(o.method);
   if (!method.ok()) return ReportError(method.status());
-  auto act = ParseActivationType(o.activation_type);
+  co.calibrate.method = method.value();
+  auto act = quant::ParseActivationType(o.activation_type);
   if (!act.ok()) return ReportError(act.status());
+  co.calibrate.activation_type = act.value();
   if (o.max_samples < 0)
     return ReportError(UsageError("--max-samples must be >= 0, got {}", o.max_samples));
   auto batch = ParseBatch(o.batch);
   if (!batch.ok()) return ReportError(batch.status());
-  if (std::filesystem::exists(o.output) && std::filesystem::exists(o.model) &&
-      std::filesystem::equivalent(o.model, o.output))
-    return ReportError(UsageError("-o {} is the model file; write the table elsewhere", o.output));
-  auto loaded = ir::LoadModel(o.model);
-  if (!loaded.ok()) return ReportError(loaded.status());
-  Status st = quant::PrepareForQuantization(*loaded.value());
-  if (!st.ok()) return ReportError(st);
-  std::shared_ptr<const ir::Model> model(std::move(loaded).value());
-  auto sets = LoadSets(o.data, "--data", model->graph);
-  if (!sets.ok()) return ReportError(sets.status());
-  quant::CalibrateOptions co;
-  co.method = method.value();
-  co.activation_type = act.value();
-  co.symmetric = o.symmetric;
-  co.threads = o.threads;
-  co.batch = batch.value();
-  co.max_samples = o.max_samples;
-  co.progress = [](size_t i, size_t n) { Progress("calibrate", i, n); };
-  auto table = quant::RunCalibration(model, std::move(sets).value(), co);
-  if (!table.ok()) return ReportError(table.status().With(fmt::format("model '{}'", o.model)));
-  table->model = o.model;
-  table->data = o.data;
-  const int64_t samples = table->samples;
-  const int64_t nsets = table->runs;
-  st = WriteFileAtomic(o.output, quant::TableToJson(table.value()));
-  if (!st.ok()) return ReportError(st.With("-o"));
-  if (o.json) {
-    nlohmann::ordered_json j;
-    j["model"] = o.model;
-    j["data"] = o.data;
-    j["samples"] = samples;
-    j["runs"] = nsets;
-    j["batch"] = table->batch;
-    j["method"] = table->method.ToString();
-    j["tensors"] = table->tensors.size();
-    j["output"] = o.output;
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  fmt::print("calibrated {} on {} sample(s) in {} run(s), method {}\n", o.model, samples, nsets,
-             table->method.ToString());
-  fmt::print("{:<40} {:>12} {:>12} {:>12} {:>12} {:>11} {:>4}\n", "tensor", "min", "max",
-             "range lo", "range hi", "scale", "zp");
-  size_t shown = 0;
-  for (const auto& t : table->tensors) {
-    if (++shown > 20) {
-      fmt::print("... {} more in the table\n", table->tensors.size() - 20);
-      break;
-    }
-    std::string name = t.name.size() > 40 ? "..." + t.name.substr(t.name.size() - 37) : t.name;
-    fmt::print("{:<40} {:>12.5g} {:>12.5g} {:>12.5g} {:>12.5g} {:>11.4g} {:>4}\n", name, t.min,
-               t.max, t.lo, t.hi, t.q.scale, t.q.zero_point);
-  }
-  fmt::print("wrote {} ({} tensors)\n", o.output, table->tensors.size());
+  co.calibrate.batch = batch.value();
+  co.calibrate.max_samples = o.max_samples;
+  co.calibrate.symmetric = o.symmetric;
+  co.calibrate.threads = o.threads;
+  co.progress = Progress;
+  auto r = quant::CalibrateFile(co);
+  if (!r.ok()) return ReportError(r.status());
+  std::string text = o.json ? quant::FormatJson(*r) : quant::FormatText(*r);
+  std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
 

@@ -10,8 +10,10 @@
 #include "cli/command.h"
 #include "cli/tensor_files.h"
 #include "core/npy.h"
+#include "ir/data_sets.h"
 #include "ir/onnx_io.h"
 #include "runtime/session.h"
+#include "verify/compare.h"
 
 namespace ferry::cli {
 
@@ -53,120 +55,20 @@ std::string ValueSummary(const Value& v) {
   return "none";
 }
 
-// ---- comparison, as the ONNX backend test runner does it ----
-struct Comparison {
-  bool ok = true;
-  double max_abs = 0, max_rel = 0;
-  int64_t mismatches = 0;
-  std::string problem;  // shape/dtype/kind mismatch
-};
-
-void CompareTensors(const Tensor& got_in, const Tensor& want, double rtol, double atol,
-                    Comparison* c) {
-  Tensor got = got_in;
-  if (got.dtype() == DType::kBFloat16 && want.dtype() == DType::kUint16) {
-    // Expected bfloat16 values stored as their uint16 bits (numpy has no bfloat16): compare bits.
-    got = Tensor(DType::kUint16, got_in.shape());
-    CopyBits(got_in, &got);
-  }
-  if (got.dtype() != want.dtype()) {
-    c->ok = false;
-    c->problem =
-        fmt::format("dtype {} vs expected {}", DTypeName(got.dtype()), DTypeName(want.dtype()));
-    return;
-  }
-  if (got.shape() != want.shape()) {
-    c->ok = false;
-    c->problem = fmt::format("shape {} vs expected {}", ShapeToString(got.shape()),
-                             ShapeToString(want.shape()));
-    return;
-  }
-  if (got.dtype() == DType::kString) {
-    for (int64_t i = 0; i < got.size(); ++i)
-      if (got.data<std::string>()[i] != want.data<std::string>()[i]) ++c->mismatches;
-  } else if (IsFloat(got.dtype())) {
-    for (int64_t i = 0; i < got.size(); ++i) {
-      double a = got.GetAsDouble(i), e = want.GetAsDouble(i);
-      if (std::isnan(a) || std::isnan(e)) {
-        if (std::isnan(a) != std::isnan(e)) ++c->mismatches;
-        continue;
-      }
-      if (std::isinf(a) || std::isinf(e)) {
-        if (a != e) ++c->mismatches;
-        continue;
-      }
-      double d = std::fabs(a - e);
-      c->max_abs = std::max(c->max_abs, d);
-      if (e != 0) c->max_rel = std::max(c->max_rel, d / std::fabs(e));
-      if (d > atol + rtol * std::fabs(e)) ++c->mismatches;
-    }
-  } else {
-    for (int64_t i = 0; i < got.size(); ++i) {
-      int64_t a = got.GetAsInt64(i), e = want.GetAsInt64(i);
-      if (got.dtype() == DType::kUint64) {
-        if (static_cast<const uint64_t*>(got.raw())[i] !=
-            static_cast<const uint64_t*>(want.raw())[i])
-          ++c->mismatches;
-        continue;
-      }
-      double d = std::fabs(static_cast<double>(a) - static_cast<double>(e));
-      c->max_abs = std::max(c->max_abs, d);
-      if (a != e) ++c->mismatches;
-    }
-  }
-  if (c->mismatches) c->ok = false;
-}
-
-Comparison CompareValues(const Value& got, const Value& want, double rtol, double atol) {
-  Comparison c;
-  if (got.kind() != want.kind()) {
-    c.ok = false;
-    c.problem = fmt::format("{} vs expected {}", ValueSummary(got), ValueSummary(want));
-    return c;
-  }
-  if (got.is_tensor()) CompareTensors(got.tensor(), want.tensor(), rtol, atol, &c);
-  if (got.is_sequence()) {
-    if (got.sequence().size() != want.sequence().size()) {
-      c.ok = false;
-      c.problem = fmt::format("sequence of {} vs expected {}", got.sequence().size(),
-                              want.sequence().size());
-      return c;
-    }
-    for (size_t i = 0; i < got.sequence().size() && c.ok; ++i)
-      CompareTensors(got.sequence()[i], want.sequence()[i], rtol, atol, &c);
-  }
-  return c;
-}
-
-std::vector<std::string> ListSorted(const fs::path& dir, const std::string& prefix) {
-  std::vector<std::pair<int, std::string>> items;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    int num = std::atoi(name.c_str() + prefix.size());
-    items.emplace_back(num, e.path().string());
-  }
-  std::sort(items.begin(), items.end());
-  std::vector<std::string> out;
-  for (auto& [n, p] : items) out.push_back(p);
-  return out;
-}
-
 int RunTestData(const Options& o, Loaded& l) {
   fs::path dir(o.test_data);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return ReportError(InvalidError("test data folder '{}' does not exist", o.test_data));
-  std::vector<std::string> sets = ListSorted(dir, "test_data_set_");
+  std::vector<std::string> sets = ir::ListNumbered(dir.string(), "test_data_set_");
   if (sets.empty()) sets.push_back(dir.string());
   const ir::Graph& g = l.model->graph;
   std::vector<const ir::ValueInfo*> real = g.RealInputs();
   bool all_ok = true;
   nlohmann::json jsets = nlohmann::json::array();
   for (const auto& set : sets) {
-    std::vector<std::string> in_files = ListSorted(set, "input_");
-    std::vector<std::string> out_files = ListSorted(set, "output_");
+    std::vector<std::string> in_files = ir::ListNumbered(set, "input_");
+    std::vector<std::string> out_files = ir::ListNumbered(set, "output_");
     if (in_files.empty() && out_files.empty())
       return ReportError(InvalidError("'{}' holds no input_N.pb or output_N.pb files", set));
     std::vector<std::pair<std::string, Value>> feeds;
@@ -195,7 +97,8 @@ int RunTestData(const Options& o, Loaded& l) {
     for (size_t k = 0; k < out_files.size(); ++k) {
       auto want = ir::ReadValuePb(out_files[k], g.outputs[k].type);
       if (!want.ok()) return ReportError(want.status());
-      Comparison c = CompareValues((*outs)[k], want.value(), o.rtol, o.atol);
+      verify::ExpectedComparison c =
+          verify::CompareExpected((*outs)[k], want.value(), o.rtol, o.atol);
       all_ok = all_ok && c.ok;
       std::string set_name = fs::path(set).filename().string();
       if (!o.json)

@@ -1,21 +1,13 @@
-// Reading and writing tensors as files for the CLI: .npy and ONNX TensorProto .pb.
+// The CLI's names for ir/value_files.h (reading .npy / .pb values), kept so command files can
+// keep writing ReadInputFile(...) unqualified.
 #pragma once
 
-#include <string>
-
-#include "core/status.h"
-#include "core/tensor.h"
-#include "ir/graph.h"
+#include "ir/value_files.h"
 
 namespace ferry::cli {
 
-// Reads FILE for a graph input of `type`: .npy (by magic) or .pb (TensorProto, or
-// SequenceProto/OptionalProto for sequence/optional inputs). A uint16 tensor given for a
-// bfloat16 input is taken as the raw bfloat16 bits (numpy has no bfloat16).
-Result<Value> ReadInputFile(const std::string& path, const ir::TypeInfo& type);
-// Copies raw bytes between tensors of equal byte size (bfloat16 <-> uint16 bits).
-void CopyBits(const Tensor& from, Tensor* to);
-// "<name>" with every char other than [A-Za-z0-9._-] replaced by '_'.
-std::string SanitizeFileName(const std::string& name);
+using ir::CopyBits;
+using ir::ReadInputFile;
+using ir::SanitizeFileName;
 
 }  // namespace ferry::cli

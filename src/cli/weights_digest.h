@@ -1,20 +1,11 @@
-// The weights checksum `ferry inspect` prints and `ferry verify` reports: SHA-256 over the raw
-// little-endian bytes of every initializer in graph order (strings: their bytes, concatenated).
+// The CLI's names for ir/weights_digest.h (the weights SHA-256 of inspect, verify, golden).
 #pragma once
 
-#include <cstdint>
-#include <string>
-
-#include "ir/graph.h"
+#include "ir/weights_digest.h"
 
 namespace ferry::cli {
 
-struct WeightsDigest {
-  int64_t parameters = 0;  // elements over all initializers
-  int64_t bytes = 0;
-  std::string sha256;  // lower-case hex
-};
-
-WeightsDigest DigestWeights(const ir::Graph& graph);
+using ir::DigestWeights;
+using ir::WeightsDigest;
 
 }  // namespace ferry::cli

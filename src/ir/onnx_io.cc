@@ -232,7 +232,9 @@ TypeInfo TypeFromProto(const onnx::TypeProto& tp) {
         std::vector<Dim> dims;
         for (const auto& d : tt.shape().dim()) {
           Dim dim;
-          if (d.has_dim_value())
+          // A negative declared size (paddle2onnx writes -1) is a dynamic dim, as ONNX Runtime
+          // reads it: no value, no name.
+          if (d.has_dim_value() && d.dim_value() >= 0)
             dim.value = d.dim_value();
           else if (d.has_dim_param())
             dim.symbol = d.dim_param();

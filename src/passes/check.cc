@@ -1,5 +1,6 @@
 #include "passes/check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -8,7 +9,9 @@
 #include "core/dtype.h"
 #include "core/half.h"
 
+#include "ir/data_sets.h"
 #include "ir/queries.h"
+#include "passes/seed_dims.h"
 #include "runtime/session.h"
 
 namespace ferry::passes {
@@ -22,23 +25,21 @@ int64_t IdLimit(const ir::Graph& g, const std::string& input) {
   return rows > 0 ? rows : 10;
 }
 
-Result<std::vector<std::pair<std::string, Value>>> MakeInputs(const ir::Model& m,
-                                                              const CheckOptions& o,
-                                                              uint64_t seed) {
+using Feeds = std::vector<std::pair<std::string, Value>>;
+
+// One seeded set for every real input, of the dims in `shapes`.
+Result<Feeds> MakeInputs(const ir::Model& m, const std::map<std::string, Shape>& shapes,
+                         uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<std::pair<std::string, Value>> feeds;
+  Feeds feeds;
   for (const ir::ValueInfo* vi : m.graph.RealInputs()) {
-    if (vi->type.kind != ir::TypeInfo::Kind::kTensor || !vi->type.shape)
-      return UnsupportedError("input '{}' has type {}: --check needs tensor inputs of known rank",
-                              vi->name, vi->type.ToString());
-    Shape shape;
-    auto it = o.shapes.find(vi->name);
-    if (it != o.shapes.end()) {
-      shape = it->second;
-    } else {
-      for (const auto& d : *vi->type.shape) shape.push_back(d.value ? *d.value : 1);
-    }
-    Tensor t(vi->type.elem_type, shape);
+    auto it = shapes.find(vi->name);
+    if (vi->type.kind != ir::TypeInfo::Kind::kTensor || it == shapes.end())
+      return UnsupportedError(
+          "input '{}' has type {}: the check needs tensor inputs of known rank (give "
+          "--check-data DIR)",
+          vi->name, vi->type.ToString());
+    Tensor t(vi->type.elem_type, it->second);
     const DType dt = vi->type.elem_type;
     std::normal_distribution<float> normal(0.f, 1.f);
     if (dt == DType::kFloat) {
@@ -59,12 +60,28 @@ Result<std::vector<std::pair<std::string, Value>>> MakeInputs(const ir::Model& m
       for (int64_t k = 0; k < t.size(); ++k) t.data<bool>()[k] = (rng() & 1) != 0;
     } else {
       return UnsupportedError(
-          "input '{}' has dtype {}: --check generates float, int32/64 and bool inputs", vi->name,
-          DTypeName(dt));
+          "input '{}' has dtype {}: the check generates float, int32/64 and bool inputs (give "
+          "--check-data DIR)",
+          vi->name, DTypeName(dt));
     }
     feeds.emplace_back(vi->name, Value(std::move(t)));
   }
   return feeds;
+}
+
+// "x float32[1,3,1,1] for float32[?,3,?,?]" per input with a dynamic dim ("" when none).
+std::string DescribeSeeded(const ir::Model& m, const std::map<std::string, Shape>& shapes) {
+  std::string s;
+  for (const ir::ValueInfo* vi : m.graph.RealInputs()) {
+    auto it = shapes.find(vi->name);
+    if (it == shapes.end() || !vi->type.shape) continue;
+    bool dynamic = false;
+    for (const auto& d : *vi->type.shape) dynamic = dynamic || !d.value || *d.value < 0;
+    if (!dynamic) continue;
+    s += fmt::format("{}{} {}{} for {}", s.empty() ? "" : ", ", vi->name,
+                     DTypeName(vi->type.elem_type), ShapeToString(it->second), vi->type.ToString());
+  }
+  return s;
 }
 
 // `t` converted to `to` (float types only), or `t` itself.
@@ -140,6 +157,28 @@ std::string Compare(const Tensor& a, const Tensor& b, const CheckOptions& o, dou
   return "";
 }
 
+// --shape names real inputs, with the declared rank and known dims.
+Status CheckShapes(const ir::Graph& g, const std::map<std::string, Shape>& shapes) {
+  std::vector<const ir::ValueInfo*> real = g.RealInputs();
+  std::string names;
+  for (const auto* vi : real) names += (names.empty() ? "" : ", ") + vi->name;
+  for (const auto& [name, dims] : shapes) {
+    auto it = std::find_if(real.begin(), real.end(),
+                           [&](const ir::ValueInfo* v) { return v->name == name; });
+    if (it == real.end())
+      return UsageError("--shape: unknown input '{}' (the model's inputs are: {})", name, names);
+    const ir::TypeInfo& t = (*it)->type;
+    if (!t.shape) continue;
+    bool ok = t.shape->size() == dims.size();
+    for (size_t i = 0; ok && i < dims.size(); ++i)
+      ok = !(*t.shape)[i].value || *(*t.shape)[i].value < 0 || *(*t.shape)[i].value == dims[i];
+    if (!ok)
+      return InvalidError("--shape {}={}: the model declares {}", name, ShapeToString(dims),
+                          t.ToString());
+  }
+  return Status::Ok();
+}
+
 std::shared_ptr<const ir::Model> Borrow(const ir::Model& m) {
   return std::shared_ptr<const ir::Model>(&m, [](const ir::Model*) {});
 }
@@ -150,9 +189,23 @@ Result<CheckResult> CheckEquivalent(const ir::Model& reference, const ir::Model&
                                     const CheckOptions& options) {
   runtime::SessionOptions so;
   so.seed = options.seed;
+  CheckResult result;
+  FERRY_RETURN_IF_ERROR(CheckShapes(reference.graph, options.shapes));
+  // The input sets: the data folder's, or seeded ones of dims the model can run.
+  std::vector<ir::DataSet> data;
+  if (!options.data.empty()) {
+    auto sets = ir::LoadDataSets(options.data, reference.graph, false);
+    if (!sets.ok()) return sets.status().With("--check-data");
+    data = std::move(sets).value();
+    result.data = options.data;
+  } else {
+    SeedDims dims = ChooseSeedDims({&reference.graph, &candidate.graph}, options.shapes);
+    result.seeded_shapes = std::move(dims.shapes);
+    result.notes = std::move(dims.notes);
+  }
+  const int count = options.data.empty() ? options.count : static_cast<int>(data.size());
   FERRY_ASSIGN_OR_RETURN(auto ref, runtime::Session::Create(Borrow(reference), so));
   FERRY_ASSIGN_OR_RETURN(auto cand, runtime::Session::Create(Borrow(candidate), so));
-  CheckResult result;
   const auto& names = reference.graph.outputs;
   result.outputs.resize(names.size());
   std::vector<double> dot(names.size()), na(names.size()), nb(names.size());
@@ -160,20 +213,38 @@ Result<CheckResult> CheckEquivalent(const ir::Model& reference, const ir::Model&
   std::map<std::string, DType> cand_types;
   for (const ir::ValueInfo* vi : candidate.graph.RealInputs())
     cand_types[vi->name] = vi->type.elem_type;
-  for (int set = 0; set < options.count; ++set) {
-    FERRY_ASSIGN_OR_RETURN(
-        auto feeds,
-        MakeInputs(reference, options, options.seed * 1000003 + static_cast<uint64_t>(set)));
+  for (int set = 0; set < count; ++set) {
+    Feeds feeds;
+    if (!data.empty()) {
+      feeds = std::move(data[static_cast<size_t>(set)].inputs);
+    } else {
+      FERRY_ASSIGN_OR_RETURN(feeds,
+                             MakeInputs(reference, result.seeded_shapes,
+                                        options.seed * 1000003 + static_cast<uint64_t>(set)));
+    }
+    const std::string set_name =
+        data.empty() ? fmt::format("input set {}", set) : data[static_cast<size_t>(set)].name;
     auto a = ref->Run(feeds);
-    if (!a.ok()) return a.status().With(fmt::format("check: original model on input set {}", set));
+    if (!a.ok()) {
+      if (!data.empty())
+        return a.status().With(fmt::format("check: original model on {}", set_name));
+      std::string seeded = DescribeSeeded(reference, result.seeded_shapes);
+      return Status(
+          a.status().code(),
+          fmt::format("check: the original model cannot run on seeded input set {}{}: "
+                      "{}; give the inputs' dims with --shape NAME=DIMS or real inputs "
+                      "with --check-data DIR",
+                      set, seeded.empty() ? "" : " (" + seeded + ")", a.status().message()));
+    }
     auto cand_feeds = feeds;
     for (auto& [name, v] : cand_feeds)
       if (v.is_tensor() && cand_types.count(name))
         v = Value(ConvertFloat(v.tensor(), cand_types[name]));
     auto b = cand->Run(cand_feeds);
-    if (!b.ok()) return b.status().With(fmt::format("check: optimized model on input set {}", set));
+    if (!b.ok()) return b.status().With(fmt::format("check: optimized model on {}", set_name));
     if (a.value().size() != b.value().size())
       return InvalidError("check: {} outputs vs {}", a.value().size(), b.value().size());
+    ++result.sets;
     for (size_t k = 0; k < names.size(); ++k) {
       const Value& va = a.value()[k];
       const Value& vb = b.value()[k];
@@ -191,8 +262,7 @@ Result<CheckResult> CheckEquivalent(const ir::Model& reference, const ir::Model&
       }
       if (!diff.empty() && result.ok) {
         result.ok = false;
-        result.first_failure =
-            fmt::format("output '{}' on input set {}: {}", names[k].name, set, diff);
+        result.first_failure = fmt::format("output '{}' on {}: {}", names[k].name, set_name, diff);
       }
     }
   }

@@ -1,5 +1,6 @@
-// Numeric equivalence of two models on seeded inputs: how `ferry optimize --check` (and later
-// convert) proves a rewrite kept every output.
+// Numeric equivalence of two models on the same inputs: how `ferry optimize`, `ferry convert`
+// (and `ferry quantize --check`) prove a rewrite kept every output. The inputs are seeded
+// random sets, or the sets of a data folder (`--check-data`).
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,15 @@
 namespace ferry::passes {
 
 struct CheckOptions {
-  int count = 3;  // input sets
+  int count = 3;  // seeded input sets (ignored with `data`)
   uint64_t seed = 0;
   double rtol = 1e-5, atol = 1e-6;
-  std::map<std::string, Shape> shapes;  // for symbolic input dims (default: 1 for each)
+  // Dims of the seeded inputs (--shape); a symbolic dim fixed here takes that size in every
+  // input. Other dynamic dims: what the graph needs (seed_dims.h), else 1.
+  std::map<std::string, Shape> shapes;
+  // A folder of input sets (ir::LoadDataSets: test-data layout or one .npy per input) to run
+  // instead of seeded inputs; every set is run.
+  std::string data;
 };
 
 // Per output, over all input sets.
@@ -33,12 +39,18 @@ struct CheckResult {
   std::vector<OutputStats> outputs;
   std::string first_failure;  // "output 'logits' set 2: max abs 3.1e-3 at [0, 17] (…)"
   double max_abs = 0;         // over all outputs and sets
+  int sets = 0;               // input sets run
+  std::string data;           // the folder the sets came from ("" : seeded)
+  std::map<std::string, Shape> seeded_shapes;  // seeded: the dims fed
+  std::vector<std::string> notes;              // seeded: dims other than 1 and why
 };
 
-// Runs `reference` and `candidate` on the same seeded inputs and compares every output
-// (same names and shapes; NaN must match NaN). Float inputs and outputs of other float types in
-// the candidate (an fp16 model) are converted, and compared as float. kInvalid when a model
-// cannot run.
+// Runs `reference` and `candidate` on the same inputs and compares every output (same names
+// and shapes; NaN must match NaN). Float inputs and outputs of other float types in the
+// candidate (an fp16 model) are converted, and compared as float. Errors: the data folder's;
+// when the reference cannot run on the seeded inputs, the error names the inputs and the dims
+// fed, the node (the engine's message) and suggests --shape and --check-data; kUnsupported for
+// inputs the check cannot generate.
 Result<CheckResult> CheckEquivalent(const ir::Model& reference, const ir::Model& candidate,
                                     const CheckOptions& options);
 

@@ -433,4 +433,14 @@ Status PrepareForQuantization(ir::Model& model) {
   return r.ok() ? Status::Ok() : r.status().With("preparing the graph (ferry optimize passes)");
 }
 
+Result<DType> ParseActivationType(const std::string& text) {
+  if (text == "u8" || text == "uint8") return DType::kUint8;
+  if (text == "s8" || text == "int8") return DType::kInt8;
+  return UsageError("--activation-type must be u8 or s8, got '{}'", text);
+}
+
+const char* Int8TypeName(DType type) {
+  return type == DType::kInt8 ? "s8" : type == DType::kUint8 ? "u8" : "?";
+}
+
 }  // namespace ferry::quant

@@ -27,6 +27,11 @@ struct Method {
 // "minmax", "percentile" (99.99), "percentile:P" (0 < P <= 100), "entropy"; kUsage otherwise.
 Result<Method> ParseMethod(const std::string& text);
 
+// "u8" / "uint8" -> kUint8, "s8" / "int8" -> kInt8; kUsage otherwise.
+Result<DType> ParseActivationType(const std::string& text);
+// How reports name the int8 types: "u8", "s8" ("?" for other types).
+const char* Int8TypeName(DType type);
+
 // Running statistics of one tensor: exact min/max of the finite values, a count of the
 // non-finite ones, and a histogram of kBins equal bins over [lo, hi]. When a value falls outside
 // [lo, hi] the range grows (by at least a quarter of its width) and the old bins are re-binned

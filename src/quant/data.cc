@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/npy.h"
+
 namespace ferry::quant {
 
 Tensor SliceRows(const Tensor& t, int64_t begin, int64_t end) {
@@ -77,6 +79,29 @@ std::vector<verify::DataSet> SplitSamples(std::vector<verify::DataSet> sets, con
       });
   if (samples) *samples = kept;
   return out;
+}
+
+Result<std::vector<verify::DataSet>> LoadSets(const std::string& dir, const std::string& flag,
+                                              const ir::Graph& graph) {
+  auto sets = ir::LoadDataSets(dir, graph, false);
+  if (!sets.ok()) return sets.status().With(flag);
+  return sets;
+}
+
+Result<std::vector<verify::DataSet>> LoadSamples(const std::string& dir, const std::string& flag,
+                                                 const ir::Graph& graph, int64_t batch,
+                                                 int64_t max_samples, int64_t* samples) {
+  FERRY_ASSIGN_OR_RETURN(auto sets, LoadSets(dir, flag, graph));
+  return SplitSamples(std::move(sets), graph, batch, max_samples, samples);
+}
+
+Result<std::vector<int64_t>> LoadLabels(const std::string& path) {
+  auto t = ReadNpy(path);
+  if (!t.ok()) return t.status().With("--labels");
+  if (!IsInteger(t->dtype()))
+    return InvalidError("--labels '{}': expected integer class ids, got dtype {}", path,
+                        DTypeName(t->dtype()));
+  return t->ToInt64Vector();
 }
 
 }  // namespace ferry::quant

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "ir/graph.h"
 #include "verify/golden.h"
 
@@ -37,5 +39,20 @@ verify::DataSet SliceSet(const verify::DataSet& set, int64_t begin, int64_t end)
 
 // Rows [begin, end) of `t` along axis 0 (a copy). Not for strings.
 Tensor SliceRows(const Tensor& t, int64_t begin, int64_t end);
+
+// The sets of `dir` (ir::LoadDataSets with ir::FileReaders: test-data layout or one .npy per
+// input) as they are (a set may hold many samples); errors are prefixed with `flag` (the option
+// that named the folder, e.g. "--calibration").
+Result<std::vector<verify::DataSet>> LoadSets(const std::string& dir, const std::string& flag,
+                                              const ir::Graph& graph);
+
+// LoadSets, cut into runs of at most `batch` samples along the first axis (SplitSamples); at
+// most `max_samples` (0: all); `samples` receives the number kept.
+Result<std::vector<verify::DataSet>> LoadSamples(const std::string& dir, const std::string& flag,
+                                                 const ir::Graph& graph, int64_t batch,
+                                                 int64_t max_samples, int64_t* samples);
+
+// Class ids from a .npy of integers (`--labels`); kInvalid naming the file otherwise.
+Result<std::vector<int64_t>> LoadLabels(const std::string& path);
 
 }  // namespace ferry::quant

@@ -2,8 +2,8 @@
 // rank the quantizable layers by sensitivity (each quantized alone, every other layer float),
 // then keep the most sensitive ones in float, greedily, re-measuring the whole model after each,
 // until the metric is within budget. The metric is any "lower is better" number measured on a
-// model quantized with a given set of layers kept float (the CLI's: accuracy drop in points, or
-// the largest absolute output error); this file only orders the measurements.
+// model quantized with a given set of layers kept float (QuantizeFile's: accuracy drop in points,
+// or the largest absolute output error); this file only orders the measurements.
 #pragma once
 
 #include <functional>

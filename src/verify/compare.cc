@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "ir/value_files.h"
+
 namespace ferry::verify {
 
 namespace {
@@ -168,6 +170,94 @@ NonFinite CountNonFinite(const Tensor& t) {
     }
   });
   return nf;
+}
+
+namespace {
+
+std::string ValueSummary(const Value& v) {
+  if (v.is_tensor())
+    return fmt::format("{}{}", DTypeName(v.tensor().dtype()), ShapeToString(v.tensor().shape()));
+  if (v.is_sequence()) return fmt::format("sequence of {}", v.sequence().size());
+  return "none";
+}
+
+void CompareExpectedTensors(const Tensor& got_in, const Tensor& want, double rtol, double atol,
+                            ExpectedComparison* c) {
+  Tensor got = got_in;
+  if (got.dtype() == DType::kBFloat16 && want.dtype() == DType::kUint16) {
+    // Expected bfloat16 values stored as their uint16 bits (numpy has no bfloat16): compare bits.
+    got = Tensor(DType::kUint16, got_in.shape());
+    ir::CopyBits(got_in, &got);
+  }
+  if (got.dtype() != want.dtype()) {
+    c->ok = false;
+    c->problem =
+        fmt::format("dtype {} vs expected {}", DTypeName(got.dtype()), DTypeName(want.dtype()));
+    return;
+  }
+  if (got.shape() != want.shape()) {
+    c->ok = false;
+    c->problem = fmt::format("shape {} vs expected {}", ShapeToString(got.shape()),
+                             ShapeToString(want.shape()));
+    return;
+  }
+  if (got.dtype() == DType::kString) {
+    for (int64_t i = 0; i < got.size(); ++i)
+      if (got.data<std::string>()[i] != want.data<std::string>()[i]) ++c->mismatches;
+  } else if (IsFloat(got.dtype())) {
+    for (int64_t i = 0; i < got.size(); ++i) {
+      double a = got.GetAsDouble(i), e = want.GetAsDouble(i);
+      if (std::isnan(a) || std::isnan(e)) {
+        if (std::isnan(a) != std::isnan(e)) ++c->mismatches;
+        continue;
+      }
+      if (std::isinf(a) || std::isinf(e)) {
+        if (a != e) ++c->mismatches;
+        continue;
+      }
+      double d = std::fabs(a - e);
+      c->max_abs = std::max(c->max_abs, d);
+      if (e != 0) c->max_rel = std::max(c->max_rel, d / std::fabs(e));
+      if (d > atol + rtol * std::fabs(e)) ++c->mismatches;
+    }
+  } else {
+    for (int64_t i = 0; i < got.size(); ++i) {
+      int64_t a = got.GetAsInt64(i), e = want.GetAsInt64(i);
+      if (got.dtype() == DType::kUint64) {
+        if (static_cast<const uint64_t*>(got.raw())[i] !=
+            static_cast<const uint64_t*>(want.raw())[i])
+          ++c->mismatches;
+        continue;
+      }
+      double d = std::fabs(static_cast<double>(a) - static_cast<double>(e));
+      c->max_abs = std::max(c->max_abs, d);
+      if (a != e) ++c->mismatches;
+    }
+  }
+  if (c->mismatches) c->ok = false;
+}
+
+}  // namespace
+
+ExpectedComparison CompareExpected(const Value& got, const Value& want, double rtol, double atol) {
+  ExpectedComparison c;
+  if (got.kind() != want.kind()) {
+    c.ok = false;
+    c.problem = fmt::format("{} vs expected {}", ValueSummary(got), ValueSummary(want));
+    return c;
+  }
+  if (got.is_tensor()) CompareExpectedTensors(got.tensor(), want.tensor(), rtol, atol, &c);
+  if (got.is_sequence()) {
+    if (got.sequence().size() != want.sequence().size()) {
+      c.ok = false;
+      c.problem = fmt::format("sequence of {} vs expected {}", got.sequence().size(),
+                              want.sequence().size());
+      return c;
+    }
+    for (size_t i = 0; i < got.sequence().size() && c.ok; ++i)
+      CompareExpectedTensors(got.sequence()[i], want.sequence()[i], rtol, atol, &c);
+  }
+  return c;
 }
 
 }  // namespace ferry::verify

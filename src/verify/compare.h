@@ -95,4 +95,16 @@ struct NonFinite {
 };
 NonFinite CountNonFinite(const Tensor& t);
 
+// An output against its expected value as the ONNX backend test runner compares them
+// (`ferry run --test-data`): same kind, dtype and shape; floats within atol + rtol * |want|
+// (NaN matches NaN, infinities must be equal), other types exactly; a bfloat16 output is
+// compared bit for bit with expected uint16 bits (numpy has no bfloat16).
+struct ExpectedComparison {
+  bool ok = true;
+  double max_abs = 0, max_rel = 0;
+  int64_t mismatches = 0;
+  std::string problem;  // kind/dtype/shape mismatch
+};
+ExpectedComparison CompareExpected(const Value& got, const Value& want, double rtol, double atol);
+
 }  // namespace ferry::verify

@@ -1,6 +1,6 @@
-// Golden sets: reading input sets (and expected outputs) from a folder, and generating seeded
-// input sets for `ferry golden capture`, written in the ONNX test-data layout
-// (test_data_set_N/input_K.pb, output_K.pb).
+// Golden sets: generating seeded input sets for `ferry golden capture`, written in the ONNX
+// test-data layout (test_data_set_N/input_K.pb, output_K.pb); reading sets back is
+// ir/data_sets.h (re-exported here under verify's names).
 #pragma once
 
 #include <cstdint>
@@ -12,35 +12,18 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ir/data_sets.h"
 #include "ir/graph.h"
 
 namespace ferry::verify {
 
-using NamedValues = std::vector<std::pair<std::string, Value>>;
-
-struct DataSet {
-  std::string name;      // "test_data_set_0", or "x.npy[3]" for a set sliced from a batch
-  NamedValues inputs;    // by graph input name
-  NamedValues expected;  // by graph output name (golden data only)
-};
-
-// How the caller reads files (the CLI's ReadInputFile: .npy or .pb by content) and maps an input
-// name to its .npy file name.
-struct DataReaders {
-  std::function<Result<Value>(const std::string& path, const ir::TypeInfo& type)> read;
-  std::function<std::string(const std::string& name)> file_name;
-};
-
-// Loads every input set of `dir` for `graph`'s real inputs:
-//  - test-data layout: test_data_set_*/input_K.pb (or `dir` itself holding input_K.pb); a
-//    TensorProto's name selects the input, else its position does; with `want_outputs`,
-//    output_K.pb are read as the expected outputs (by TensorProto name, else position);
-//  - one .npy per input, named after the input (`file_name(name)` or `name`.npy); a file whose
-//    rank is one more than the input's declared rank holds a leading batch of sets.
-// Errors (kInvalid) name the folder or file: missing folder, no sets, a missing input, sets
-// of different counts, wrong expected-output count.
-Result<std::vector<DataSet>> LoadDataSets(const std::string& dir, const ir::Graph& graph,
-                                          const DataReaders& readers, bool want_outputs);
+// Data sets moved to ir/data_sets.h (passes' equivalence check reads them too); verify keeps
+// its names for them.
+using NamedValues = ir::NamedValues;
+using DataSet = ir::DataSet;
+using DataReaders = ir::DataReaders;
+using ir::FileReaders;
+using ir::LoadDataSets;
 
 // ---- golden capture ----
 

@@ -1,4 +1,4 @@
-#include "cli/tensor_files.h"
+#include "ir/value_files.h"
 
 #include <cstring>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include "core/npy.h"
 #include "ir/onnx_io.h"
 
-namespace ferry::cli {
+namespace ferry::ir {
 
 void CopyBits(const Tensor& from, Tensor* to) {
   if (from.nbytes() == to->nbytes() && from.nbytes() > 0)
@@ -57,4 +57,4 @@ std::string SanitizeFileName(const std::string& name) {
   return s;
 }
 
-}  // namespace ferry::cli
+}  // namespace ferry::ir

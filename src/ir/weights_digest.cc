@@ -1,8 +1,8 @@
-#include "cli/weights_digest.h"
+#include "ir/weights_digest.h"
 
 #include "core/sha256.h"
 
-namespace ferry::cli {
+namespace ferry::ir {
 
 WeightsDigest DigestWeights(const ir::Graph& g) {
   WeightsDigest d;
@@ -24,4 +24,4 @@ WeightsDigest DigestWeights(const ir::Graph& g) {
   return d;
 }
 
-}  // namespace ferry::cli
+}  // namespace ferry::ir

@@ -1,0 +1,94 @@
+// passes::Audit: per-target verdicts, providers, dynamic axes, custom domains, renderings.
+#include "passes/audit.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "verb_models.h"
+
+namespace ferry::passes {
+namespace {
+
+// ClassifierModel with a custom-domain op on its output: x -> ... -> y -> com.acme.Foo -> z.
+std::unique_ptr<ir::Model> CustomModel() {
+  auto m = testing::ClassifierModel();
+  m->opset_imports.push_back({"com.acme", 1});
+  ir::Node foo = testing::MakeNode("Foo", {"y"}, {"z"});
+  foo.domain = "com.acme";
+  m->graph.nodes.push_back(std::move(foo));
+  ir::Dim n{std::nullopt, "n"};
+  m->graph.outputs[0] = testing::FloatValue("z", std::vector<ir::Dim>{n, ir::Dim{3, ""}});
+  return m;
+}
+
+TEST(Audit, TargetsGroupTheUnsupportedNodes) {
+  std::string dir = testing::FreshDir();
+  std::string ops = dir + "/ops.txt";
+  std::ofstream(ops) << "# allowed\nai.onnx:Gemm:13\nai.onnx:Relu:13\nai.onnx:MatMul:13\n";
+  auto m = CustomModel();
+  AuditOptions o;
+  o.targets = {"ferry", "ferry-cpu", "ops:" + ops};
+  auto r = Audit(*m, "custom.onnx", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nodes, 5);
+  ASSERT_EQ(r->targets.size(), 3u);
+  const AuditTarget& ferry = r->targets[0];
+  EXPECT_EQ(ferry.as_is, 4);
+  EXPECT_EQ(ferry.application, 1);
+  ASSERT_EQ(ferry.unsupported.size(), 1u);
+  EXPECT_EQ(ferry.unsupported[0].reason, "custom domain 'com.acme'");
+  EXPECT_EQ(ferry.unsupported[0].scope, AuditScope::kApplication);
+  EXPECT_FALSE(ferry.has_providers);
+  // The session cannot be planned with an unknown op: no provider table then.
+  EXPECT_FALSE(r->targets[1].has_providers);
+  const AuditTarget& list = r->targets[2];
+  EXPECT_EQ(list.name, "ops:" + ops);
+  EXPECT_EQ(list.as_is, 3);  // Identity and Foo are not listed
+  EXPECT_EQ(list.application, 2);
+  EXPECT_TRUE(r->anything_unsupported());
+  EXPECT_EQ(r->custom_domains.at("com.acme"), 1);
+  ASSERT_EQ(r->dynamic_axes.size(), 1u);
+  EXPECT_EQ(r->dynamic_axes[0].input, "x");
+  EXPECT_EQ(r->dynamic_axes[0].axis, 0);
+  EXPECT_EQ(r->dynamic_axes[0].symbol, "n");
+  EXPECT_EQ(r->dynamic_axes[0].outputs, std::set<std::string>{"z"});
+
+  auto j = nlohmann::json::parse(FormatJson(*r));
+  EXPECT_EQ(j["targets"][0]["unsupported"][0]["scope"], "application");
+  EXPECT_EQ(j["targets"][0]["unsupported"][0]["nodes"][0], "com.acme.Foo 'z'");
+  EXPECT_NE(FormatText(*r).find("[application] custom domain 'com.acme' x1"), std::string::npos);
+  EXPECT_NE(FormatMarkdown(*r).find("| application | custom domain 'com.acme' | 1 |"),
+            std::string::npos);
+}
+
+TEST(Audit, ProvidersOfAPlannableModel) {
+  auto m = testing::ClassifierModel();
+  AuditOptions o;
+  o.targets = {"ferry-cpu", "opset:11"};
+  auto r = Audit(*m, "cls.onnx", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const AuditTarget& cpu = r->targets[0];
+  ASSERT_TRUE(cpu.has_providers);
+  int64_t planned = 0;
+  for (const auto& [p, n] : cpu.providers) planned += n;
+  EXPECT_EQ(planned, 4);
+  EXPECT_EQ(cpu.as_is, 4);
+  EXPECT_EQ(cpu.rewrite + cpu.application, 0);
+  EXPECT_EQ(r->targets[1].name, "opset:11");
+}
+
+TEST(Audit, MalformedTargetsAreUsageErrors) {
+  auto m = testing::ClassifierModel();
+  AuditOptions o;
+  o.targets = {"gpu"};
+  EXPECT_EQ(Audit(*m, "m", o).status().code(), StatusCode::kUsage);
+  o.targets = {"opset:0"};
+  EXPECT_EQ(Audit(*m, "m", o).status().code(), StatusCode::kUsage);
+  o.targets = {"ops:/nonexistent/list.txt"};
+  EXPECT_EQ(Audit(*m, "m", o).status().code(), StatusCode::kInvalid);
+}
+
+}  // namespace
+}  // namespace ferry::passes
