@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/map_json.h"
 #include "cli/tensor_files.h"
 #include "core/npy.h"
 #include "ir/data_sets.h"
@@ -51,6 +52,8 @@ Result<Loaded> Load(const Options& o) {
 std::string ValueSummary(const Value& v) {
   if (v.is_tensor())
     return fmt::format("{}{}", DTypeName(v.tensor().dtype()), ShapeToString(v.tensor().shape()));
+  if (v.is_map()) return fmt::format("map of {}", v.tensor().size());
+  if (v.is_map_sequence()) return fmt::format("sequence of {} maps", v.sequence().size());
   if (v.is_sequence()) return fmt::format("sequence of {}", v.sequence().size());
   return "none";
 }
@@ -142,7 +145,8 @@ int RunOnce(const Options& o, Loaded& l) {
     }
     if (!seen.insert(name).second)
       return ReportError(UsageError("input '{}' is given twice", name));
-    auto v = ReadInputFile(file, it->type);
+    const bool json = file.size() >= 5 && file.compare(file.size() - 5, 5, ".json") == 0;
+    auto v = json ? ReadMapJson(file, it->type) : ReadInputFile(file, it->type);
     if (!v.ok()) return ReportError(v.status());
     feeds.emplace_back(name, std::move(v).value());
   }
@@ -177,6 +181,10 @@ int RunOnce(const Options& o, Loaded& l) {
         Status st = WriteFileAtomic(base + ".npy", SerializeNpy(v.tensor()));
         if (!st.ok()) return ReportError(st);
         jo["file"] = base + ".npy";
+      } else if (v.is_map() || v.is_map_sequence()) {
+        Status st = WriteFileAtomic(base + ".json", MapValueToJson(v));
+        if (!st.ok()) return ReportError(st);
+        jo["file"] = base + ".json";
       } else if (v.is_sequence()) {
         std::error_code ec;
         fs::create_directories(base, ec);

@@ -55,6 +55,11 @@ struct Descr {
 };
 
 Result<Descr> ParseDescr(const std::string& d, const std::string& what) {
+  if (d.size() >= 2 && d[1] == 'O')
+    return InvalidError(
+        "'{}': a .npy array of Python objects ('{}') cannot be read safely (its data is a pickle); "
+        "save strings as a unicode array, e.g. np.save(path, np.asarray(x, dtype=str))",
+        what, d);
   if (d.size() < 3) return InvalidError("'{}': bad .npy dtype '{}'", what, d);
   char order = d[0], kind = d[1];
   std::string size_s = d.substr(2);

@@ -1,6 +1,6 @@
 // Tensor: dtype + shape + a pointer to the elements, either owned (shared storage, cheap to copy)
 // or a view into memory somebody else owns (a session arena). Value: a tensor, a sequence of
-// tensors, or nothing (an empty optional or an omitted input).
+// tensors or of maps, a map (ai.onnx.ml), or nothing (an empty optional or an omitted input).
 #pragma once
 
 #include <cstdint>
@@ -99,9 +99,14 @@ Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
 }
 
 // A run-time value. ONNX's optional maps to kNone (empty) or to the contained kind.
+//
+// A map (ai.onnx.ml's map(K, V)) is a 1-D keys tensor (int64 or string, distinct) and a 1-D
+// values tensor of the same length: tensor() holds the values, map_keys() the keys. A sequence
+// of maps (ZipMap's output) is a kSequence whose sequence() holds each map's values and
+// sequence_map_keys() each map's keys, so code that compares sequences compares the values.
 class Value {
  public:
-  enum class Kind { kNone, kTensor, kSequence };
+  enum class Kind { kNone, kTensor, kSequence, kMap };
   Value() = default;
   Value(Tensor t) : kind_(Kind::kTensor), tensor_(std::move(t)) {}
   static Value Sequence(std::vector<Tensor> items, DType elem_type) {
@@ -111,22 +116,47 @@ class Value {
     v.elem_type_ = elem_type;
     return v;
   }
+  // Precondition (callers validate): keys and values 1-D of the same length, owned.
+  static Value Map(Tensor keys, Tensor values) {
+    Value v(std::move(values));
+    v.kind_ = Kind::kMap;
+    v.keys_ = std::move(keys);
+    return v;
+  }
+  // Precondition: keys.size() == values.size(), each pair as for Map. `value_type` is the
+  // values' dtype (what an empty sequence reports).
+  static Value MapSequence(std::vector<Tensor> keys, std::vector<Tensor> values, DType value_type) {
+    Value v = Sequence(std::move(values), value_type);
+    v.seq_keys_ = std::move(keys);
+    v.maps_ = true;
+    return v;
+  }
 
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_tensor() const { return kind_ == Kind::kTensor; }
   bool is_sequence() const { return kind_ == Kind::kSequence; }
+  bool is_map() const { return kind_ == Kind::kMap; }
+  // A sequence whose items are maps.
+  bool is_map_sequence() const { return kind_ == Kind::kSequence && maps_; }
   const Tensor& tensor() const { return tensor_; }
   Tensor& tensor() { return tensor_; }
   const std::vector<Tensor>& sequence() const { return sequence_; }
   std::vector<Tensor>& sequence() { return sequence_; }
   DType sequence_elem_type() const { return elem_type_; }
+  // The keys of a map (is_map()).
+  const Tensor& map_keys() const { return keys_; }
+  // The keys of each map of a sequence of maps (is_map_sequence()), parallel to sequence().
+  const std::vector<Tensor>& sequence_map_keys() const { return seq_keys_; }
 
  private:
   Kind kind_ = Kind::kNone;
   Tensor tensor_;
   std::vector<Tensor> sequence_;
   DType elem_type_ = DType::kUndefined;
+  Tensor keys_;
+  std::vector<Tensor> seq_keys_;
+  bool maps_ = false;
 };
 
 }  // namespace ferry

@@ -20,7 +20,9 @@ std::string TypeInfo::ToString() const {
     case Kind::kOptional:
       return "optional<" + (inner ? inner->ToString() : "?") + ">";
     case Kind::kMap:
-      return "map";
+      return "map<" +
+             std::string(key_type == DType::kUndefined ? "?" : DTypeName(key_type)) + "," +
+             (inner ? inner->ToString() : "?") + ">";
     default:
       return "?";
   }

@@ -29,7 +29,8 @@ struct TypeInfo {
   Kind kind = Kind::kUnknown;
   DType elem_type = DType::kUndefined;      // for kTensor
   std::optional<std::vector<Dim>> shape;    // for kTensor; nullopt = rank unknown
-  std::shared_ptr<TypeInfo> inner;          // for kSequence / kOptional
+  std::shared_ptr<TypeInfo> inner;          // for kSequence / kOptional; kMap: the value type
+  DType key_type = DType::kUndefined;       // for kMap (int64 or string)
   int raw_elem_code = 0;                    // ONNX elem code as read (for unsupported types)
   std::string ToString() const;
 };

@@ -254,6 +254,9 @@ TypeInfo TypeFromProto(const onnx::TypeProto& tp) {
       break;
     case onnx::TypeProto::kMapType:
       t.kind = TypeInfo::Kind::kMap;
+      t.key_type = DTypeFromCode(tp.map_type().key_type()).value_or(DType::kUndefined);
+      if (tp.map_type().has_value_type())
+        t.inner = std::make_shared<TypeInfo>(TypeFromProto(tp.map_type().value_type()));
       break;
     default:
       break;
@@ -420,9 +423,12 @@ void TypeToProto(const TypeInfo& t, onnx::TypeProto* tp) {
       else
         tp->mutable_optional_type();
       break;
-    case TypeInfo::Kind::kMap:
-      tp->mutable_map_type();
+    case TypeInfo::Kind::kMap: {
+      auto* mt = tp->mutable_map_type();
+      if (t.key_type != DType::kUndefined) mt->set_key_type(static_cast<int>(t.key_type));
+      if (t.inner) TypeToProto(*t.inner, mt->mutable_value_type());
       break;
+    }
     default:
       break;
   }

@@ -101,6 +101,8 @@ class OpsetTarget final : public Target {
   explicit OpsetTarget(int64_t v) : version_(v) {}
   std::string name() const override { return "opset:" + std::to_string(version_); }
   Verdict Judge(const ir::Model& m, const ir::Node& n) const override {
+    // ai.onnx.ml has its own opset: converting the default domain's leaves its nodes as they are.
+    if (n.domain == "ai.onnx.ml") return {};
     if (!n.domain.empty() && n.domain != "ai.onnx")
       return {AuditScope::kApplication, fmt::format("custom domain '{}'", n.domain), ""};
     int64_t from = m.OpsetFor("").value_or(0);
@@ -297,7 +299,8 @@ void FindDynamicAxes(const ir::Graph& g, AuditResult* r) {
 void FindControlFlow(const ir::Model& m, const std::vector<Site>& sites, AuditResult* r) {
   for (const auto& s : sites) {
     const ir::Node& n = *s.node;
-    if (!n.domain.empty() && n.domain != "ai.onnx") r->custom_domains[n.domain]++;
+    if (!n.domain.empty() && n.domain != "ai.onnx" && n.domain != "ai.onnx.ml")
+      r->custom_domains[n.domain]++;
     if (n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan")) {
       std::string kind = "data-dependent";
       if (n.op_type == "If" && !n.inputs.empty() && m.graph.IsInitializer(n.inputs[0]))

@@ -15,6 +15,8 @@ std::string Signature(std::span<const Value> inputs) {
   for (const auto& v : inputs) {
     if (v.is_tensor())
       s += std::to_string(static_cast<int>(v.tensor().dtype())) + ShapeToString(v.tensor().shape());
+    else if (v.is_map())  // a map's size sizes its readers' outputs (CastMap)
+      s += "M" + std::to_string(v.tensor().size());
     else
       s += v.is_sequence() ? "S" : "N";
     s += ";";
@@ -28,16 +30,18 @@ bool SameInputs(ExecState& state, std::span<const Value> inputs, bool fuse) {
   bool same = state.last_fuse == fuse && state.last_inputs.size() == inputs.size();
   for (size_t i = 0; same && i < inputs.size(); ++i) {
     const auto& [dt, shape] = state.last_inputs[i];
-    same = inputs[i].is_tensor()
+    same = inputs[i].is_tensor() || inputs[i].is_map()
                ? inputs[i].tensor().dtype() == dt && inputs[i].tensor().shape() == shape
                : dt == DType::kUndefined && shape.empty();
   }
   if (same) return true;
   state.last_fuse = fuse;
   state.last_inputs.clear();
-  for (const Value& v : inputs)
-    state.last_inputs.emplace_back(v.is_tensor() ? v.tensor().dtype() : DType::kUndefined,
-                                   v.is_tensor() ? v.tensor().shape() : Shape{});
+  for (const Value& v : inputs) {
+    const bool t = v.is_tensor() || v.is_map();  // a map: its values' dtype and count
+    state.last_inputs.emplace_back(t ? v.tensor().dtype() : DType::kUndefined,
+                                   t ? v.tensor().shape() : Shape{});
+  }
   return false;
 }
 

@@ -19,6 +19,8 @@ Status PrepareConv1d(OpContext& ctx, NodeSlot& slot);
 void RunConv1d(OpContext& ctx, NodeSlot& slot);
 std::span<const KernelDef> DeconvKernels();  // deconv.cc: ConvTranspose (oneDNN)
 std::span<const KernelDef> ResizeKernels();  // resize.cc: Resize, Upsample (own loops)
+std::span<const KernelDef> MlTreeKernels();  // ml_tree.cc: ai.onnx.ml tree ensembles
+std::span<const KernelDef> MlLinearKernels();  // ml_linear.cc: LinearClassifier, LinearRegressor
 std::span<const KernelDef> PoolKernels();    // pool.cc: MaxPool, AveragePool, GlobalAveragePool
 std::span<const Pattern> PoolPatterns();     // pool.cc: zero Pad -> AveragePool
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...

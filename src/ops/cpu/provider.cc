@@ -79,7 +79,7 @@ std::vector<const KernelDef*> BuildTable() {
       ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
       NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
       ConcatKernels(), BatchNormKernels(), QMatMulKernels(),     QuantKernels(),
-      DeconvKernels(), ResizeKernels()};
+      DeconvKernels(), ResizeKernels(),      MlTreeKernels(),      MlLinearKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;
