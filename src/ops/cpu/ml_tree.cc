@@ -4,9 +4,10 @@
 // The validated model (ops/reference/ml_tree.h) is packed once per session (PackCache): each
 // tree's nodes contiguous as 16-byte {threshold, feature, true child, false child} records with
 // tree-relative child indices; a leaf points to itself (feature 0, threshold NaN, so every
-// comparison sends it back), so a tree of depth D takes exactly D steps from any row. Rows run
-// in blocks of 64 (each block's rows stay in L1 across the trees); per tree, 8 rows descend in
-// lockstep with branch-free selects (no mispredicted branches, 8 independent loads in flight).
+// comparison sends it back), so rows that reached their leaf can keep stepping. Rows run in
+// blocks of 64 (each block's rows stay in L1 across the trees); per tree, 8 rows descend in
+// lockstep with branch-free selects (no mispredicted branches, 8 independent loads in flight)
+// until all 8 are at their leaves (at most the tree's depth in steps).
 // Leaf weights are accumulated in double, tree after tree, and finished by the reference's
 // FinishRow: the outputs are bit-identical to the reference kernel's.
 //
@@ -47,9 +48,11 @@ struct PackedForest {
   bool missing = false;               // some node sends NaN to its true branch
   bool ok = false;                    // false: the kernel declines this model
   std::vector<uint8_t> missing_true;  // per packed node
-  size_t bytes() const {
-    return nodes.size() * sizeof(PNode) + leaf_of.size() * 8 + missing_true.size();
-  }
+  // Leaves with a single weight under SUM / AVERAGE: its target (else -1) and value, added in
+  // place of the reference's AddLeaf (the same double addition).
+  std::vector<int32_t> leaf_target;
+  std::vector<double> leaf_weight;
+  size_t bytes() const { return nodes.size() * (sizeof(PNode) + 16) + missing_true.size(); }
 };
 
 std::shared_ptr<const PackedForest> Pack(std::shared_ptr<const TreeModel> m) {
@@ -78,6 +81,12 @@ std::shared_ptr<const PackedForest> Pack(std::shared_ptr<const TreeModel> m) {
       p->nodes.push_back({});
       p->leaf_of.push_back(mi);
       p->missing_true.push_back(0);
+      const TreeModel::Node& n = m->nodes[static_cast<size_t>(mi)];
+      const bool single =
+          n.mode == ml::kLeaf && n.next_false == 1 &&
+          (m->aggregate == ml::Aggregate::kSum || m->aggregate == ml::Aggregate::kAverage);
+      p->leaf_target.push_back(single ? m->weight_target[static_cast<size_t>(n.next_true)] : -1);
+      p->leaf_weight.push_back(single ? m->weight_value[static_cast<size_t>(n.next_true)] : 0.0);
       return static_cast<int32_t>(p->nodes.size()) - 1;
     };
     todo.emplace_back(root, place(root), 0);
@@ -128,6 +137,8 @@ void Accumulate(const PackedForest& p, const float* x, int64_t c, int64_t b, int
     const PNode* nodes = p.nodes.data() + p.tree_begin[t];
     const uint8_t* miss = p.missing_true.data() + p.tree_begin[t];
     const int32_t* leaf_of = p.leaf_of.data() + p.tree_begin[t];
+    const int32_t* leaf_target = p.leaf_target.data() + p.tree_begin[t];
+    const double* leaf_weight = p.leaf_weight.data() + p.tree_begin[t];
     const int32_t depth = p.tree_depth[t];
     for (int64_t r0 = b; r0 < e; r0 += kLanes) {
       const int lanes = static_cast<int>(std::min<int64_t>(kLanes, e - r0));
@@ -135,16 +146,29 @@ void Accumulate(const PackedForest& p, const float* x, int64_t c, int64_t b, int
       const float* rows[kLanes];
       for (int k = 0; k < kLanes; ++k) rows[k] = x + (r0 + std::min(k, lanes - 1)) * c;
       for (int32_t d = 0; d < depth; ++d) {
+        bool moved = false;  // some lane is not at its leaf yet (a leaf points to itself)
 #pragma GCC unroll 8
         for (int k = 0; k < kLanes; ++k) {
           const PNode& n = nodes[idx[k]];
           const float v = rows[k][n.feature];
           bool go = Cmp<Mode>(v, n.threshold);
           if constexpr (Missing) go |= (miss[idx[k]] != 0) & std::isnan(v);
-          idx[k] = n.next[go];
+          const int32_t next = n.next[go];
+          moved |= next != idx[k];
+          idx[k] = next;
+        }
+        if (!moved) break;
+      }
+      for (int k = 0; k < lanes; ++k) {
+        const int32_t target = leaf_target[idx[k]];
+        if (target >= 0) {
+          ml::TreeScore& sc = s[(r0 - b + k) * nt + target];
+          sc.v += leaf_weight[idx[k]];
+          sc.has = true;
+        } else {
+          ml::AddLeaf(m, leaf_of[idx[k]], s + (r0 - b + k) * nt);
         }
       }
-      for (int k = 0; k < lanes; ++k) ml::AddLeaf(m, leaf_of[idx[k]], s + (r0 - b + k) * nt);
     }
   }
 }
