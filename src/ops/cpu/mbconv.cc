@@ -573,7 +573,9 @@ void RunByChannels(const MbState& st, const RunArgs& a, std::byte* scratch, std:
   std::vector<const float*> parts;
   for (const Stage& g : st.stages)
     parts.push_back(reinterpret_cast<const float*>(scratch + g.off_p));
-  const auto [lo, hi] = st.act3.bounds();
+  // Plain names, not a structured binding: clang before 16 cannot capture bindings in lambdas.
+  const auto bounds = st.act3.bounds();
+  const float lo = bounds.first, hi = bounds.second;
   const int64_t total = s.n * out_px * st.k;
   // 16-float pieces, so no two threads write one cache line's vector.
   ParallelRange((total + 15) / 16, 64, [&](int64_t b, int64_t e) {
