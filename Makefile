@@ -2,11 +2,12 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON \
               -DFERRY_PYPI_NODE_DIR=$$(ls -d $(CURDIR)/.venv/lib/python3*/site-packages/onnx/backend/test/data/node 2>/dev/null | head -1)
 
-.PHONY: deps build demo test test-release sanitize tsan format clean
+.PHONY: deps build demo test test-release sanitize tsan fuzz-build fuzz fuzz-smoke format clean
 
 deps:
 	scripts/install-deps
@@ -22,8 +23,8 @@ demo: build
 	  --input image=examples/digits_cnn/test_data_set_0/input_0.pb --output-dir $(BUILD)/demo-out
 	$(BUILD)/src/ferry run examples/digits_cnn/model.onnx --test-data examples/digits_cnn
 
-# Every test: the release build's suite, then the sanitizer builds'.
-test: test-release sanitize tsan
+# Every test: the release build's suite, then the sanitizer builds', then a short fuzzing run.
+test: test-release sanitize tsan fuzz-smoke
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
@@ -47,8 +48,30 @@ tsan: deps
 	  --stress $(TSAN_BUILD)/tests/ferry_stress --zoo $(BUILD)/models/zoo --cache $(BUILD)/models \
 	  --threads 1 --runs 12
 
+# Fuzzing (fuzz/README.md): libFuzzer targets built by clang with ASan+UBSan in $(FUZZ_BUILD),
+# only the libraries they need, at -O1 with line tables. Seeds are generated into the build tree.
+FUZZ_TARGETS       = session passes audit_inspect npy tensorproto
+# `make fuzz`: 10 minutes per target (50 minutes for the five); `make fuzz-smoke` (CI): 1 minute.
+FUZZ_SECONDS       ?= 600
+FUZZ_SMOKE_SECONDS ?= 60
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Fuzz \
+	  -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DFERRY_FUZZ=ON >/dev/null
+	ninja -C $(FUZZ_BUILD) -j $(JOBS) fuzz_all
+	/usr/bin/python3 fuzz/make_seeds.py --out $(FUZZ_BUILD)/seeds --zoo $(BUILD)/models/zoo
+
+# Each target for FUZZ_SECONDS; stops at the first crash (its input in $(FUZZ_BUILD)/findings/).
+fuzz: fuzz-build
+	for t in $(FUZZ_TARGETS); do fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_SECONDS) || exit 1; done
+
+# CI: the regression corpus (every input that ever crashed), then each target for
+# FUZZ_SMOKE_SECONDS from a fixed seed.
+fuzz-smoke: fuzz-build
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -j 1 -R fuzz_regression
+	for t in $(FUZZ_TARGETS); do fuzz/run.sh $(FUZZ_BUILD) $$t $(FUZZ_SMOKE_SECONDS) -seed=1 || exit 1; done
+
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""Writes the fuzz targets' seed corpora into OUT/<target>/ (a build folder, never committed).
+
+Models (session, passes, audit_inspect): up to two ONNX conformance models per operator from
+libonnx-testdata (node/), its small pytorch-operator and simple models, the bundled example and
+the zoo models under ZOO that are below the size cap. TensorProto files (tensorproto): the
+conformance cases' input/output .pb files, a few per operator. .npy files (npy): generated
+with numpy, every dtype Ferry reads, C and Fortran order, format versions 1-3, empty and
+scalar arrays, unicode strings.
+Deterministic: the same data gives the same seeds. Usage: make_seeds.py --out DIR [--zoo DIR]
+"""
+import argparse
+import collections
+import hashlib
+import io
+import os
+import shutil
+import sys
+
+TESTDATA = "/usr/share/libonnx-testdata/data"
+MAX_MODEL = 256 * 1024
+MAX_PB = 64 * 1024
+
+
+def copy(src, dst_dir, prefix):
+    os.makedirs(dst_dir, exist_ok=True)
+    with open(src, "rb") as f:
+        data = f.read()
+    name = prefix + "-" + hashlib.sha1(data).hexdigest()[:12]
+    with open(os.path.join(dst_dir, name), "wb") as f:
+        f.write(data)
+
+
+def model_seeds(out, repo, zoo):
+    models = []
+    node_dir = os.path.join(TESTDATA, "node")
+    per_op = collections.Counter()
+    for case in sorted(os.listdir(node_dir)):
+        op = case[len("test_"):].split("_")[0]
+        path = os.path.join(node_dir, case, "model.onnx")
+        if per_op[op] >= 2 or not os.path.exists(path):
+            continue
+        per_op[op] += 1
+        models.append((case, path))
+    for sub in ("pytorch-operator", "simple"):
+        d = os.path.join(TESTDATA, sub)
+        if not os.path.isdir(d):
+            continue
+        for case in sorted(os.listdir(d)):
+            path = os.path.join(d, case, "model.onnx")
+            if os.path.exists(path) and os.path.getsize(path) <= MAX_MODEL:
+                models.append((case, path))
+    models.append(("digits_cnn", os.path.join(repo, "examples/digits_cnn/model.onnx")))
+    if zoo and os.path.isdir(zoo):
+        for name in sorted(os.listdir(zoo)):
+            path = os.path.join(zoo, name, "model.onnx")
+            if os.path.exists(path) and os.path.getsize(path) <= MAX_MODEL:
+                models.append(("zoo_" + name, path))
+    for target in ("session", "passes", "audit_inspect"):
+        for case, path in models:
+            copy(path, os.path.join(out, target), case)
+    return len(models)
+
+
+def pb_seeds(out):
+    node_dir = os.path.join(TESTDATA, "node")
+    per_op = collections.Counter()
+    n = 0
+    for case in sorted(os.listdir(node_dir)):
+        op = case[len("test_"):].split("_")[0]
+        data = os.path.join(node_dir, case, "test_data_set_0")
+        if per_op[op] >= 3 or not os.path.isdir(data):
+            continue
+        for f in sorted(os.listdir(data)):
+            path = os.path.join(data, f)
+            if f.endswith(".pb") and os.path.getsize(path) <= MAX_PB and per_op[op] < 3:
+                per_op[op] += 1
+                copy(path, os.path.join(out, "tensorproto"), case + "-" + f[:-3])
+                n += 1
+    return n
+
+
+def npy_seeds(out):
+    import numpy as np
+    d = os.path.join(out, "npy")
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(0)
+    arrays = []
+    for dt in ("<f4", "<f8", "<f2", "|u1", "|i1", "<u2", "<i2", "<i4", "<i8", "<u4", "<u8", "|b1"):
+        arrays.append((dt, (rng.standard_normal((2, 3)) * 10).astype(dt)))
+    arrays += [
+        ("scalar", np.array(3.5, dtype="<f4")),
+        ("empty", np.zeros((0, 4), dtype="<f4")),
+        ("fortran", np.asfortranarray(np.arange(12, dtype="<i8").reshape(3, 4))),
+        ("rank5", np.arange(32, dtype="<f4").reshape(1, 2, 2, 2, 4)),
+        ("unicode", np.array(["a", "xyz", "\u00e9t\u00e9"], dtype="<U3")),
+        ("bigendian", np.arange(4, dtype=">f4")),
+    ]
+    n = 0
+    for name, a in arrays:
+        for version in ((1, 0), (2, 0), (3, 0)):
+            if version == (3, 0) and a.dtype.kind != "U":
+                continue
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, a, version=version, allow_pickle=False)
+            with open(os.path.join(d, "%s-v%d" % (name, version[0])), "wb") as f:
+                f.write(buf.getvalue())
+            n += 1
+    return n
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", required=True)
+    p.add_argument("--zoo", default="")
+    a = p.parse_args()
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isdir(a.out):
+        shutil.rmtree(a.out)
+    m = model_seeds(a.out, repo, a.zoo)
+    t = pb_seeds(a.out)
+    n = npy_seeds(a.out)
+    print("make_seeds: %d models, %d TensorProto files, %d .npy files in %s" % (m, t, n, a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
