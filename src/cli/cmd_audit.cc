@@ -22,7 +22,7 @@ int RunAudit(const Options& o) {
   auto r = passes::AuditFile(o.model, ao);
   if (!r.ok()) return ReportError(r.status());
   std::string text = o.json ? passes::FormatJson(*r) : passes::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   if (o.strict && r->anything_unsupported())
     return ReportError(
         UnsupportedError("--strict: some nodes are not supported as is by the target(s)"));

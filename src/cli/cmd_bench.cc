@@ -48,7 +48,7 @@ int BenchCommand(const Options& o) {
   if (!r.ok()) return ReportError(r.status());
   for (const auto& n : r->notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   std::string text = o.json ? runtime::FormatJson(*r) : runtime::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return 0;
 }
 

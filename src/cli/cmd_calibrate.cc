@@ -44,7 +44,7 @@ int RunCalibrate(const Options& o) {
   auto r = quant::CalibrateFile(co);
   if (!r.ok()) return ReportError(r.status());
   std::string text = o.json ? quant::FormatJson(*r) : quant::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return 0;
 }
 

@@ -43,7 +43,7 @@ int RunConvert(const Options& o) {
                  "+-65504\n",
                  c.c_str());
   std::string text = o.json ? passes::FormatJson(*r) : passes::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return 0;
 }
 

@@ -69,7 +69,7 @@ int RunCapture(const Options& o) {
   auto r = verify::CaptureGolden(*go);
   if (!r.ok()) return ReportError(r.status());
   std::string text = o.json ? verify::FormatJson(*r) : verify::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return 0;
 }
 

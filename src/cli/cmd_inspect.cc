@@ -18,7 +18,7 @@ int RunInspect(const Options& o) {
   auto r = ops::InspectFile(o.model);
   if (!r.ok()) return ReportError(r.status());
   std::string text = o.json ? ops::FormatJson(*r) : ops::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return 0;
 }
 
@@ -29,11 +29,6 @@ void SetupInspect(CLI::App& sub, Action* action) {
   sub.add_option("model", o->model, "ONNX model file")->required();
   sub.add_flag("--json", o->json, "Print one JSON document");
   sub.callback([o, action] { *action = [o] { return RunInspect(*o); }; });
-}
-
-int ReportError(const Status& status) {
-  std::fprintf(stderr, "ferry: error: %s\n", status.message().c_str());
-  return status.exit_code();
 }
 
 }  // namespace ferry::cli

@@ -43,7 +43,7 @@ int RunOptimize(const Options& o) {
   auto r = passes::OptimizeFile(oo);
   if (!r.ok()) return ReportError(r.status());
   std::string text = o.json ? passes::FormatJson(*r) : passes::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return 0;
 }
 

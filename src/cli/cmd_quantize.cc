@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/quant_common.h"
 #include "core/npy.h"
+#include "core/utf8.h"
 #include "quant/quantize_file.h"
 
 namespace ferry::cli {
@@ -70,11 +71,11 @@ int RunQuantize(const Options& o) {
   auto r = quant::QuantizeFile(*q);
   if (!r.ok()) return ReportError(r.status());
   if (r->written && !o.report.empty()) {
-    Status st = WriteFileAtomic(o.report, quant::FormatMarkdown(*r));
+    Status st = WriteFileAtomic(o.report, ValidUtf8(quant::FormatMarkdown(*r)));
     if (!st.ok()) return ReportError(st.With("--report"));
   }
   std::string text = o.json ? quant::FormatJson(*r) : quant::FormatText(*r);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return r->written ? 0 : ReportError(r->verdict());
 }
 

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/map_json.h"
 #include "cli/tensor_files.h"
+#include "core/json_text.h"
 #include "core/npy.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
@@ -120,7 +121,7 @@ int RunTestData(const Options& o, Loaded& l) {
     jsets.push_back({{"set", set}, {"outputs", jouts}});
   }
   if (o.json)
-    std::printf("%s\n", nlohmann::json({{"ok", all_ok}, {"sets", jsets}}).dump(2).c_str());
+    std::printf("%s\n", JsonText(nlohmann::json({{"ok", all_ok}, {"sets", jsets}}), 2).c_str());
   else
     fmt::print("{}\n", all_ok ? "all outputs match" : "outputs differ");
   return all_ok ? 0 : 1;
@@ -201,7 +202,7 @@ int RunOnce(const Options& o, Loaded& l) {
       fmt::print("{:<24} {}{}\n", g.outputs[k].name, ValueSummary(v),
                  jo.contains("file") ? "  -> " + jo["file"].get<std::string>() : "");
   }
-  if (o.json) std::printf("%s\n", nlohmann::json({{"outputs", jouts}}).dump(2).c_str());
+  if (o.json) std::printf("%s\n", JsonText(nlohmann::json({{"outputs", jouts}}), 2).c_str());
   return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "cli/command.h"
 #include "core/npy.h"
+#include "core/utf8.h"
 #include "verify/verify.h"
 
 namespace ferry::cli {
@@ -115,11 +116,11 @@ int RunVerify(const Options& o) {
   auto rep = verify::Verify(vo);
   if (!rep.ok()) return ReportError(rep.status());
   if (!o.report.empty()) {
-    Status w = WriteFileAtomic(o.report, verify::FormatMarkdown(*rep));
+    Status w = WriteFileAtomic(o.report, ValidUtf8(verify::FormatMarkdown(*rep)));
     if (!w.ok()) return ReportError(w.With("--report"));
   }
   std::string text = o.json ? verify::FormatJson(*rep) : verify::FormatText(*rep);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  PrintOut(text);
   return rep->pass() ? 0 : 1;
 }
 

@@ -29,5 +29,7 @@ void SetupQuantize(CLI::App& sub, Action* action);
 
 // Prints "ferry: error: <message>" on stderr and returns the status's exit code.
 int ReportError(const Status& status);
+// Writes a rendered result to stdout as valid UTF-8 (core/utf8.h).
+void PrintOut(const std::string& text);
 
 }  // namespace ferry::cli

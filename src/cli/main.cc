@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "cli/command.h"
 #include "core/float_mode.h"
+#include "core/memory_budget.h"
 
 namespace {
 
@@ -71,15 +74,34 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "ferry 0.1.0");
   ferry::cli::Action action;
-  for (const auto& c : kCommands) c.setup(*app.add_subcommand(c.name, c.help), &action);
+  std::string max_memory;
+  for (const auto& c : kCommands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    c.setup(*sub, &action);
+    sub->add_option("--max-memory", max_memory,
+                    "Memory budget of each model session, e.g. 8G or 512M (default: 3/4 of "
+                    "physical memory, at most half of ulimit -v): a tensor that would pass it "
+                    "is refused (exit 3)");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  if (!max_memory.empty()) {
+    auto bytes = ferry::ParseByteSize("--max-memory", max_memory);
+    if (!bytes.ok()) return ferry::cli::ReportError(bytes.status());
+    if (*bytes == 0) return ferry::cli::ReportError(ferry::UsageError("--max-memory must be > 0"));
+    ferry::SetDefaultMaxMemory(*bytes);
+  }
   try {
     return action ? action() : 2;
+  } catch (const std::bad_alloc&) {
+    // An allocation no budget saw (the sessions turn their own into errors): still the input's
+    // doing, not a bug in Ferry.
+    std::fprintf(stderr, "ferry: error: out of memory (try --max-memory to refuse earlier)\n");
+    return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ferry: internal error: %s\n", e.what());
     return 70;

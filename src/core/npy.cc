@@ -180,11 +180,24 @@ Result<Tensor> ParseNpy(const std::string& b, const std::string& what) {
   bool fortran = fortran_s.find("True") != std::string::npos;
   const char* data = b.data() + off + header_len;
   size_t avail = b.size() - off - header_len;
-  int64_t n = NumElements(shape);
+  // The header's shape is checked against the bytes that follow before anything is allocated
+  // (every element takes at least one byte: a 2^40-element header on a small file is refused).
   size_t elem = descr.dtype == DType::kString ? descr.unicode_chars * 4 : DTypeSize(descr.dtype);
-  if (static_cast<size_t>(n) * elem > avail)
+  uint64_t need = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && need > avail / static_cast<uint64_t>(d))
+      return InvalidError(
+          "'{}': truncated .npy data: shape {} needs more than the {} bytes the "
+          "file has",
+          what, ShapeToString(shape), avail);
+    need *= static_cast<uint64_t>(d);
+  }
+  const int64_t n = static_cast<int64_t>(need);  // elements, at most the bytes available
+  if (n > 0 && elem == 0)
+    return InvalidError("'{}': .npy dtype '{}' has no bytes per element", what, descr_s);
+  if (need > 0 && need > avail / elem)
     return InvalidError("'{}': truncated .npy data: shape {} needs {} bytes, file has {}", what,
-                        ShapeToString(shape), static_cast<size_t>(n) * elem, avail);
+                        ShapeToString(shape), need * elem, avail);
   // Read in file order, with the file's shape reversed when Fortran-ordered; then transpose.
   Shape file_shape = shape;
   if (fortran) std::reverse(file_shape.begin(), file_shape.end());

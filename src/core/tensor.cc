@@ -1,9 +1,12 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
+
+#include "core/memory_budget.h"
 
 namespace ferry {
 
@@ -31,25 +34,46 @@ std::vector<int64_t> Strides(const Shape& shape) {
 
 namespace {
 constexpr std::align_val_t kAlign{64};
+
+// Frees 64-byte aligned storage and credits the budget it was charged to.
 struct AlignedDelete {
-  void operator()(void* p) const { ::operator delete[](p, kAlign); }
+  std::shared_ptr<MemoryBudget> budget;
+  size_t bytes = 0;
+  void operator()(void* p) const {
+    ::operator delete[](p, kAlign);
+    if (budget) budget->Credit(bytes);
+  }
 };
+
+// At least `bytes` (one at least, rounded up to 64) of aligned storage, charged to the calling
+// thread's memory budget.
+std::shared_ptr<void> AllocateAligned(size_t bytes, void** data) {
+  bytes = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = ::operator new[](bytes, kAlign);
+  const std::shared_ptr<MemoryBudget>& budget = MemoryBudget::Current();
+  if (budget) budget->Charge(bytes);
+  *data = p;
+  return std::shared_ptr<void>(p, AlignedDelete{budget, budget ? bytes : 0});
+}
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   size_ = NumElements(shape_);
   if (dtype_ == DType::kString) {
-    auto* strs = new std::string[static_cast<size_t>(std::max<int64_t>(size_, 1))];
-    owner_ = std::shared_ptr<void>(strs, [](void* p) { delete[] static_cast<std::string*>(p); });
+    const size_t n = static_cast<size_t>(std::max<int64_t>(size_, 1));
+    auto* strs = new std::string[n];
+    std::shared_ptr<MemoryBudget> budget = MemoryBudget::Current();
+    const size_t bytes = n * sizeof(std::string);
+    if (budget) budget->Charge(bytes);
+    owner_ = std::shared_ptr<void>(strs, [budget, bytes](void* p) {
+      delete[] static_cast<std::string*>(p);
+      if (budget) budget->Credit(bytes);
+    });
     data_ = strs;
     return;
   }
-  size_t bytes = std::max<size_t>(nbytes(), 1);
-  bytes = (bytes + 63) / 64 * 64;
-  void* p = ::operator new[](bytes, kAlign);
-  std::memset(p, 0, bytes);
-  owner_ = std::shared_ptr<void>(p, AlignedDelete());
-  data_ = p;
+  owner_ = AllocateAligned(nbytes(), &data_);
+  std::memset(data_, 0, (std::max<size_t>(nbytes(), 1) + 63) / 64 * 64);  // the padding too
 }
 
 Tensor Tensor::Adopt(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data) {
@@ -65,11 +89,7 @@ Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.size_ = NumElements(t.shape_);
-  size_t bytes = std::max<size_t>(t.nbytes(), 1);
-  bytes = (bytes + 63) / 64 * 64;
-  void* p = ::operator new[](bytes, kAlign);
-  t.owner_ = std::shared_ptr<void>(p, AlignedDelete());
-  t.data_ = p;
+  t.owner_ = AllocateAligned(t.nbytes(), &t.data_);
   return t;
 }
 

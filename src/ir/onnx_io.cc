@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -21,6 +22,7 @@
 
 #include <onnx/onnx-data.pb.h>
 
+#include "core/memory_budget.h"
 #include "core/npy.h"
 
 namespace ferry::ir {
@@ -37,9 +39,11 @@ struct ImportCtx {
   bool take_raw = false;
 };
 
-// Reads the tensor's bytes from its external data file straight into `t` (only the range the
-// tensor names is read: one file may hold every weight of a large model).
-Status ReadExternal(const onnx::TensorProto& tp, const ImportCtx& ctx, Tensor* t) {
+// Reads the tensor's bytes from its external data file straight into a tensor of `dt` and `shape`
+// (`want` bytes; only the range the tensor names is read: one file may hold every weight of a
+// large model). Nothing is allocated before the file is known to hold the bytes.
+Result<Tensor> ReadExternal(const onnx::TensorProto& tp, const ImportCtx& ctx, DType dt,
+                            const Shape& shape, uint64_t want) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : tp.external_data()) {
@@ -70,24 +74,46 @@ Status ReadExternal(const onnx::TensorProto& tp, const ImportCtx& ctx, Tensor* t
     return InvalidError("{}: tensor '{}': cannot read external data '{}': {}", ctx.what, tp.name(),
                         location, std::strerror(errno));
   const int64_t file_size = static_cast<int64_t>(f.tellg());
+  if (file_size < 0 || !fs::is_regular_file(full, ec))
+    return InvalidError("{}: tensor '{}': external data '{}' is not a regular file", ctx.what,
+                        tp.name(), location);
   if (offset < 0 || offset > file_size)
     return InvalidError("{}: tensor '{}': external data offset {} is past the end of '{}'",
                         ctx.what, tp.name(), offset, location);
   if (length < 0) length = file_size - offset;
-  if (offset + length > file_size)
+  if (length > file_size - offset)
     return InvalidError(
         "{}: tensor '{}': external data '{}' is truncated ({} bytes at {}, file has {})", ctx.what,
         tp.name(), location, length, offset, file_size);
-  if (static_cast<size_t>(length) != t->nbytes())
+  if (static_cast<uint64_t>(length) != want)
     return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}",
-                        ctx.what, tp.name(), DTypeName(t->dtype()), ShapeToString(t->shape()),
-                        length, t->nbytes());
+                        ctx.what, tp.name(), DTypeName(dt), ShapeToString(shape), length, want);
+  Tensor t = Tensor::Uninitialized(dt, shape);
   f.seekg(offset);
-  f.read(static_cast<char*>(t->raw()), length);
+  f.read(static_cast<char*>(t.raw()), length);
   if (f.gcount() != length)
     return InvalidError("{}: tensor '{}': short read of external data '{}'", ctx.what, tp.name(),
                         location);
-  return Status::Ok();
+  return t;
+}
+
+// How many values of `dt` the typed (not raw) fields of `tp` hold.
+int64_t TypedCount(const onnx::TensorProto& tp, DType dt) {
+  switch (dt) {
+    case DType::kString:
+      return tp.string_data_size();
+    case DType::kFloat:
+      return tp.float_data_size();
+    case DType::kDouble:
+      return tp.double_data_size();
+    case DType::kInt64:
+      return tp.int64_data_size();
+    case DType::kUint32:
+    case DType::kUint64:
+      return tp.uint64_data_size();
+    default:
+      return tp.int32_data_size();
+  }
 }
 
 // `owned`: the same proto when the importer may take its raw_data buffer (no copy).
@@ -102,14 +128,15 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
   Shape shape(tp.dims().begin(), tp.dims().end());
   for (int64_t d : shape)
     if (d < 0) return InvalidError("{}: tensor '{}' has a negative dim {}", ctx.what, tname, d);
+  // The declared size is checked against the data that is there before anything is allocated:
+  // a tensor cannot claim more bytes than the file (or its external data) holds.
+  uint64_t want = 0;
+  if (!TensorBytesChecked(*dt, shape, &want))
+    return InvalidError("{}: tensor '{}' of shape {} would hold more than 2^63 bytes", ctx.what,
+                        tname, ShapeToString(shape));
   const bool external = tp.data_location() == onnx::TensorProto::EXTERNAL;
   if (*dt != DType::kString && (external || tp.has_raw_data())) {
-    const size_t want = static_cast<size_t>(NumElements(shape)) * DTypeSize(*dt);
-    if (external) {
-      Tensor t = Tensor::Uninitialized(*dt, shape);
-      FERRY_RETURN_IF_ERROR(ReadExternal(tp, ctx, &t));
-      return t;
-    }
+    if (external) return ReadExternal(tp, ctx, *dt, shape, want);
     const std::string& raw = tp.raw_data();
     if (raw.size() != want)
       return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}",
@@ -125,12 +152,13 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
     if (want > 0) std::memcpy(t.raw(), raw.data(), want);
     return t;
   }
-  Tensor t(*dt, shape);
-  const int64_t n = t.size();
+  const int64_t n = NumElements(shape);  // no overflow: its bytes fit in 2^63
   auto size_error = [&](size_t got) {
     return InvalidError("{}: tensor '{}' of shape {} holds {} values, expected {}", ctx.what, tname,
                         ShapeToString(shape), got, n);
   };
+  if (TypedCount(tp, *dt) != n) return size_error(static_cast<size_t>(TypedCount(tp, *dt)));
+  Tensor t(*dt, shape);
   if (*dt == DType::kString) {
     if (tp.string_data_size() != n) return size_error(static_cast<size_t>(tp.string_data_size()));
     for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = tp.string_data(static_cast<int>(i));
@@ -534,6 +562,75 @@ void GraphToProto(const Graph& g, onnx::GraphProto* gp) {
 
 namespace {
 
+// Model-local functions call each other by (domain, name); ONNX forbids recursion, and tools
+// that expand calls (libonnx's shape inference, inliners) would recurse without end on it.
+constexpr int kMaxFunctionDepth = 32;
+
+void CollectCalls(const onnx::NodeProto& n, std::vector<std::string>* calls) {
+  calls->push_back(n.domain() + ":" + n.op_type());
+  for (const auto& a : n.attribute()) {
+    if (a.has_g())
+      for (const auto& m : a.g().node()) CollectCalls(m, calls);
+    for (const auto& g : a.graphs())
+      for (const auto& m : g.node()) CollectCalls(m, calls);
+  }
+}
+
+// kInvalid naming the function for two functions of one name, a call cycle (recursion) or a
+// chain of calls deeper than kMaxFunctionDepth.
+Status CheckFunctions(const onnx::ModelProto& mp, const std::string& what) {
+  std::map<std::string, int> index;
+  for (int i = 0; i < mp.functions_size(); ++i) {
+    const std::string key = mp.functions(i).domain() + ":" + mp.functions(i).name();
+    if (!index.emplace(key, i).second)
+      return InvalidError("{}: function '{}' is defined twice", what, key);
+  }
+  std::vector<std::vector<int>> callees(index.size());
+  for (int i = 0; i < mp.functions_size(); ++i) {
+    std::vector<std::string> calls;
+    for (const auto& n : mp.functions(i).node()) CollectCalls(n, &calls);
+    for (const auto& c : calls) {
+      auto it = index.find(c);
+      if (it != index.end()) callees[static_cast<size_t>(i)].push_back(it->second);
+    }
+  }
+  // Depth-first over the call graph: 0 unseen, 1 on the current path, 2 done (with its depth).
+  std::vector<int> state(index.size(), 0), depth(index.size(), 0);
+  std::vector<int> path;
+  std::function<Status(int)> visit = [&](int f) -> Status {
+    const auto name = [&](int k) {
+      return mp.functions(k).domain() + ":" + mp.functions(k).name();
+    };
+    state[static_cast<size_t>(f)] = 1;
+    path.push_back(f);
+    if (static_cast<int>(path.size()) > kMaxFunctionDepth)
+      return InvalidError("{}: function calls nest deeper than {} (from '{}')", what,
+                          kMaxFunctionDepth, name(path.front()));
+    int deepest = 0;
+    for (int g : callees[static_cast<size_t>(f)]) {
+      if (state[static_cast<size_t>(g)] == 1) {
+        std::string cycle;
+        for (auto it = std::find(path.begin(), path.end(), g); it != path.end(); ++it)
+          cycle += "'" + name(*it) + "' -> ";
+        return InvalidError("{}: function '{}' calls itself ({}'{}'): recursion is not allowed",
+                            what, name(g), cycle, name(g));
+      }
+      if (state[static_cast<size_t>(g)] == 0) FERRY_RETURN_IF_ERROR(visit(g));
+      deepest = std::max(deepest, depth[static_cast<size_t>(g)]);
+    }
+    depth[static_cast<size_t>(f)] = deepest + 1;
+    if (deepest + 1 > kMaxFunctionDepth)
+      return InvalidError("{}: function calls nest deeper than {} (from '{}')", what,
+                          kMaxFunctionDepth, name(f));
+    state[static_cast<size_t>(f)] = 2;
+    path.pop_back();
+    return Status::Ok();
+  };
+  for (int i = 0; i < mp.functions_size(); ++i)
+    if (state[static_cast<size_t>(i)] == 0) FERRY_RETURN_IF_ERROR(visit(i));
+  return Status::Ok();
+}
+
 // `fill`, when given, runs on the parsed proto before it is imported (LoadModel reads the large
 // raw_data buffers SplitLargeRawData left out of `bytes` with it).
 Result<std::unique_ptr<Model>> ParseModelBytes(
@@ -553,6 +650,7 @@ Result<std::unique_ptr<Model>> ParseModelBytes(
   if (!mp.has_graph() || mp.opset_import_size() == 0 || mp.ir_version() <= 0)
     return InvalidError("{}: not a valid ONNX model (missing graph, ir_version or opset_import)",
                         what);
+  FERRY_RETURN_IF_ERROR(CheckFunctions(mp, what));
   ImportCtx ctx{base_dir, what, /*take_raw=*/true};
   auto m = std::make_unique<Model>();
   m->ir_version = mp.ir_version();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/markdown.h"
 #include "ir/onnx_io.h"
 #include "ops/registry.h"
@@ -128,7 +129,7 @@ std::string FormatJson(const InspectResult& r) {
   nlohmann::json meta = nlohmann::json::object();
   for (const auto& [k, v] : r.metadata) meta[k] = v;
   j["metadata"] = meta;
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatText(const InspectResult& r) {

@@ -1,6 +1,7 @@
 // The renderings of passes::AuditResult (audit.h): text, JSON and Markdown.
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/markdown.h"
 #include "passes/audit.h"
 
@@ -61,7 +62,7 @@ std::string FormatJson(const AuditResult& r) {
   j["custom_domains"] = r.custom_domains;
   j["preprocessing"] = Strings(r.preprocessing);
   j["postprocessing"] = Strings(r.postprocessing);
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatText(const AuditResult& r) {
@@ -70,7 +71,8 @@ std::string FormatText(const AuditResult& r) {
     s += fmt::format("\ntarget {}: {} as is, {} need a rewrite, {} must move to application code\n",
                      t.name, t.as_is, t.rewrite, t.application);
     if (t.has_providers) {
-      s += fmt::format("  providers (top-level nodes): {}\n", nlohmann::json(t.providers).dump());
+      s +=
+          fmt::format("  providers (top-level nodes): {}\n", JsonText(nlohmann::json(t.providers)));
       for (const auto& [op, nodes] : t.reference_ops)
         s += fmt::format("    on the reference kernel: {} x{}\n", op, nodes.size());
     }
@@ -91,15 +93,15 @@ std::string FormatText(const AuditResult& r) {
   for (const auto& d : r.dynamic_axes)
     s += fmt::format("  {} axis {} '{}' -> carried by {} values, outputs {}\n", d.input,
                      d.axis ? std::to_string(*d.axis) : std::string("?"), d.symbol,
-                     d.values_carrying_it, d.axis ? nlohmann::json(d.outputs).dump() : "[]");
+                     d.values_carrying_it, d.axis ? JsonText(nlohmann::json(d.outputs)) : "[]");
   s += fmt::format("control flow:{}\n", r.control_flow.empty() ? " none" : "");
   for (const auto& c : r.control_flow) s += fmt::format("  {} ({})\n", c.node, c.kind);
   s += fmt::format("custom domains:{}\n", r.custom_domains.empty() ? " none" : "");
   for (const auto& [d, c] : r.custom_domains) s += fmt::format("  {} x{}\n", d, c);
   s += fmt::format("preprocessing at the head: {}\n",
-                   r.preprocessing.empty() ? "none" : Strings(r.preprocessing).dump());
+                   r.preprocessing.empty() ? "none" : JsonText(Strings(r.preprocessing)));
   s += fmt::format("post-processing at the tail: {}\n",
-                   r.postprocessing.empty() ? "none" : Strings(r.postprocessing).dump());
+                   r.postprocessing.empty() ? "none" : JsonText(Strings(r.postprocessing)));
   return s;
 }
 

@@ -106,6 +106,10 @@ class FoldConstants final : public Pass {
     runtime::SessionOptions so;
     so.threads = 1;
     so.provider = "reference";  // folded values become weights: computed by the spec kernels
+    // Only results up to max(limit, inputs) are kept: a larger one is refused by the budget
+    // while it is sized, before it is allocated (a ConstantOfShape to 2^40 floats is not made
+    // to be thrown away). Twice that, and 64 MiB, for the kernel's own temporaries.
+    so.max_memory = 2 * std::max<uint64_t>(ctx.options.fold_limit_bytes, in_bytes) + (64 << 20);
     auto session = runtime::Session::Create(m, so);
     if (!session.ok()) return false;  // unsupported here: leave it to run time
     auto out = session.value()->Run({});

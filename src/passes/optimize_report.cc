@@ -1,6 +1,7 @@
 // The renderings of OptimizeFileResult and ConvertFileResult (optimize_file.h).
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/markdown.h"
 #include "passes/optimize_file.h"
 
@@ -80,7 +81,7 @@ std::string FormatJson(const OptimizeFileResult& r) {
                   {"max_abs", r.check_result.max_abs}};
     CheckInputsJson(r.check_result, &j["check"]);
   }
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatText(const OptimizeFileResult& r) {
@@ -139,7 +140,7 @@ std::string FormatJson(const ConvertFileResult& r) {
   }
   j["bytes_in"] = r.bytes_in;
   j["bytes_out"] = r.bytes_out;
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatText(const ConvertFileResult& r) {

@@ -191,15 +191,26 @@ Result<std::vector<PassReport>> Optimize(ir::Model& model, const OptimizeOptions
     passes.emplace_back(p.make(), reports.size());
     reports.push_back({p.name, 0});
   }
-  for (int round = 0; round < options.max_rounds; ++round) {
-    int changed = 0;
+  bool fixed_point = false;
+  std::vector<std::string> still_changing;
+  for (int round = 0; round < options.max_rounds && !fixed_point; ++round) {
+    still_changing.clear();
     for (auto& [pass, slot] : passes) {
       auto r = RunEverywhere(*pass, model.graph, model, opset, options.pass, true, {}, {});
       if (!r.ok()) return r.status().With("pass " + std::string(pass->name()));
       reports[slot].changes += r.value();
-      changed += r.value();
+      if (r.value() > 0)
+        still_changing.push_back(fmt::format("{} ({} rewrites)", pass->name(), r.value()));
     }
-    if (changed == 0) break;
+    fixed_point = still_changing.empty();
+  }
+  if (!fixed_point && !passes.empty()) {
+    std::string names;
+    for (const auto& n : still_changing) names += (names.empty() ? "" : ", ") + n;
+    return InvalidError(
+        "the passes found no fixed point in {} rounds: still rewriting the graph in the last "
+        "round: {}",
+        options.max_rounds, names);
   }
   Tidy(model.graph, {});
   return reports;

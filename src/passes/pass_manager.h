@@ -27,7 +27,9 @@ struct OptimizeOptions {
   std::vector<std::string> only;  // run exactly these (in table order); empty = by level
   std::set<std::string> skip;
   PassOptions pass;
-  int max_rounds = 10;
+  // Rounds of every pass until a round changes nothing (the fixed point). Passes that still
+  // rewrite the graph in the last round undo each other: kInvalid naming them.
+  int max_rounds = 32;
 };
 
 struct PassReport {
@@ -35,8 +37,9 @@ struct PassReport {
   int changes = 0;
 };
 
-// Validates pass names (kUsage naming an unknown pass) and runs the passes. Returns how many
-// rewrites each pass made, in table order.
+// Validates pass names (kUsage naming an unknown pass) and runs the passes to their fixed point.
+// Returns how many rewrites each pass made, in table order; kInvalid when no fixed point is
+// reached in `max_rounds` rounds.
 Result<std::vector<PassReport>> Optimize(ir::Model& model, const OptimizeOptions& options);
 
 // Fixes the named graph inputs' shapes (`dims` must match the declared rank and any known

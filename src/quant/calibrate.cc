@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/npy.h"
 #include "passes/pass_manager.h"
 #include "quant/data.h"
@@ -293,7 +294,7 @@ std::string TableToJson(const Table& table) {
     ts[t.name] = e;
   }
   j["tensors"] = ts;
-  return j.dump(1) + "\n";
+  return JsonText(j, 1) + "\n";
 }
 
 Result<Table> ParseTable(const std::string& json, const std::string& what) {

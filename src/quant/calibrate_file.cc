@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/markdown.h"
 #include "core/npy.h"
 #include "ir/onnx_io.h"
@@ -47,7 +48,7 @@ std::string FormatJson(const CalibrateFileResult& r) {
   j["method"] = t.method.ToString();
   j["tensors"] = t.tensors.size();
   j["output"] = r.output;
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatText(const CalibrateFileResult& r) {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "quant/quantize_file.h"
 
 namespace ferry::quant {
@@ -419,7 +420,7 @@ std::string MetricText(const std::string& metric, double v) {
 }
 
 std::string FormatJson(const QuantizeFileResult& r) {
-  return ToJson(r).dump(2) + "\n";
+  return JsonText(ToJson(r), 2) + "\n";
 }
 
 std::string FormatText(const QuantizeFileResult& r) {

@@ -9,12 +9,34 @@ namespace ferry::runtime {
 std::byte* ArenaBuffer::Reserve(size_t bytes) {
   if (bytes == 0) return data_.get();
   if (size_ < bytes) {
+    data_.reset();
+    charge_ = Charge();
+    size_ = 0;
     auto* p = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64)));
     data_ = std::unique_ptr<std::byte[], void (*)(std::byte*)>(
         p, [](std::byte* q) { ::operator delete[](q, std::align_val_t(64)); });
     size_ = bytes;
+    charge_ = Charge(MemoryBudget::Current(), bytes);
   }
   return data_.get();
+}
+
+ArenaBuffer::Charge::Charge(std::shared_ptr<MemoryBudget> budget, size_t bytes)
+    : budget_(std::move(budget)), bytes_(budget_ ? bytes : 0) {
+  if (budget_) budget_->Charge(bytes_);
+}
+ArenaBuffer::Charge::Charge(Charge&& o) noexcept
+    : budget_(std::move(o.budget_)), bytes_(std::exchange(o.bytes_, 0)) {}
+ArenaBuffer::Charge& ArenaBuffer::Charge::operator=(Charge&& o) noexcept {
+  if (this != &o) {
+    if (budget_) budget_->Credit(bytes_);
+    budget_ = std::move(o.budget_);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+ArenaBuffer::Charge::~Charge() {
+  if (budget_) budget_->Credit(bytes_);
 }
 
 PlanRecorder::PlanRecorder(size_t values, int steps)

@@ -18,6 +18,8 @@
 #include <memory>
 #include <vector>
 
+#include "core/memory_budget.h"
+
 namespace ferry::runtime {
 
 struct ArenaSlot {
@@ -35,13 +37,27 @@ struct ArenaLayout {
 // 64-byte aligned bytes, grown on demand (contents not kept when it grows).
 class ArenaBuffer {
  public:
-  // At least `bytes` bytes; null for 0.
+  // At least `bytes` bytes; null for 0. Growing charges the calling thread's memory budget.
   std::byte* Reserve(size_t bytes);
   size_t size() const { return size_; }
 
  private:
   std::unique_ptr<std::byte[], void (*)(std::byte*)> data_{nullptr, [](std::byte*) {}};
   size_t size_ = 0;
+  // The budget the buffer is charged to (the calling thread's when it grew), credited when it
+  // grows again or goes.
+  class Charge {
+   public:
+    Charge() = default;
+    Charge(std::shared_ptr<MemoryBudget> budget, size_t bytes);
+    Charge(Charge&& o) noexcept;
+    Charge& operator=(Charge&& o) noexcept;
+    ~Charge();
+
+   private:
+    std::shared_ptr<MemoryBudget> budget_;
+    size_t bytes_ = 0;
+  } charge_;
 };
 
 // What a planning run observes, per value id (`steps`: the graph's step count).

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/markdown.h"
 #include "runtime/bench.h"
 
@@ -93,7 +94,7 @@ std::string FormatJson(const BenchResult& r) {
     for (const auto& [op, e] : ByOp(r)) jops[op] = {{"ms", e.first}, {"count", e.second}};
     j["ops"] = jops;
   }
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatText(const BenchResult& r) {

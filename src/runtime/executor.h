@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/memory_budget.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
@@ -39,6 +40,8 @@ struct SessionShared {
   bool profile = false;
   bool flush = false;       // SessionOptions::flush_denormals, with the cpu provider
   bool share_cores = true;  // SessionOptions::share_cores
+  // SessionOptions::max_memory: charged by the tensors and arenas of Create and every run.
+  std::shared_ptr<MemoryBudget> budget;
   bool cpu() const { return cpu_engine != nullptr; }
 };
 

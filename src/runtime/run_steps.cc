@@ -45,6 +45,7 @@ StepRunner::StepRunner(const GraphExecutor& e, ExecState& state, const RunEnv& e
       fuse_(fuse),
       profile_(e.shared().profile),
       opts_(opts),
+      budget_(e.shared().budget.get()),
       layouts_(cpu_on_ ? frame.values.size() : 0, Layout::kPlain),
       skip_(cpu_on_ ? steps_.size() : 0, false) {}
 
@@ -178,7 +179,7 @@ ops::OpContext StepRunner::MakeContext(size_t s, std::vector<const Value*> ins,
   return ctx;
 }
 
-Tensor StepRunner::Alloc(size_t k, DType dt, const Shape& shape) {
+bool StepRunner::ArenaView(size_t k, DType dt, const Shape& shape, Tensor* view) {
   const int id = k < out_ids_.size() ? out_ids_[k] : -1;
   const Step& st = steps_[cur_];
   if (id >= 0 && dt != DType::kString && !e_.is_output_[U(id)] && !st.memo) {
@@ -188,12 +189,22 @@ Tensor StepRunner::Alloc(size_t k, DType dt, const Shape& shape) {
       const bool strided = slot.pixel_stride > 0;
       if (bytes > 0 && bytes <= slot.size && (!strided || (k == 0 && strided_now_))) {
         if (strided) used_stride_ = slot.pixel_stride;
-        return Tensor::View(dt, shape, base_ + slot.offset);
+        *view = Tensor::View(dt, shape, base_ + slot.offset);
+        return true;
       }
     } else if (rec_) {
       rec_->Written(id, static_cast<int>(cur_), bytes);
     }
   }
+  return false;
+}
+
+Tensor StepRunner::Alloc(size_t k, DType dt, const Shape& shape) {
+  Tensor view;
+  return ArenaView(k, dt, shape, &view) ? view : Owned(dt, shape);
+}
+
+Tensor StepRunner::Owned(DType dt, const Shape& shape) {
   // Every kernel writes all of its outputs (the arena's reused bytes are not zero either):
   // zero-filling a graph output on every run cost a memset and fresh page faults.
   if (dt == DType::kString) return Tensor(dt, shape);
@@ -212,7 +223,22 @@ Status StepRunner::AllocateDeclared(const ops::OpContext& ctx, std::vector<Value
       if (d < 0)
         return InvalidError("{}: output {} would have a negative dim ({})",
                             steps_[cur_].node->Describe(), k, ShapeToString(decl[k].shape));
-    (*outs)[k] = Value(Alloc(k, decl[k].dtype, decl[k].shape));
+    // Checked before anything is allocated: the bytes (no overflow), and unless the output goes
+    // to an arena slot (charged with the arena), what the session's budget has left.
+    uint64_t bytes = 0;
+    const bool sized = TensorBytesChecked(decl[k].dtype, decl[k].shape, &bytes);
+    Tensor t;
+    if (!sized || !ArenaView(k, decl[k].dtype, decl[k].shape, &t)) {
+      if (!sized || (budget_ && !budget_->Fits(bytes))) {
+        const std::string what =
+            fmt::format("{}: output {} {}{}", steps_[cur_].node->Describe(), k,
+                        DTypeName(decl[k].dtype), ShapeToString(decl[k].shape));
+        FERRY_RETURN_IF_ERROR(TensorBytes(decl[k].dtype, decl[k].shape, what).status());
+        FERRY_RETURN_IF_ERROR(CheckFits(budget_, bytes, what));
+      }
+      t = Owned(decl[k].dtype, decl[k].shape);
+    }
+    (*outs)[k] = Value(std::move(t));
   }
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <new>
 
 #include "core/float_mode.h"
 #include "core/thread_pool.h"
@@ -17,13 +18,21 @@ namespace {
 // SessionOptions::flush_denormals, subnormals flushed on the calling thread and every worker
 // (without it, and on the reference provider, kept: FTZ/DAZ cleared even if the caller had
 // them); the caller's floating-point mode is back (on the workers too) when it returns.
+// The session's memory budget is installed on the calling thread meanwhile, and running out of
+// memory anyway (an allocation the budget does not see) is an error, not an exception.
 template <typename F>
 Status InRunMode(const SessionShared& shared, ops::cpu::Provider* cpu, F&& fn) {
   Status st;
   {
     ScopedFlushDenormals mode(shared.flush);
+    MemoryBudget::Scope budget(shared.budget);
     if (cpu) ops::cpu::BeginRun(cpu);
-    st = fn();
+    try {
+      st = fn();
+    } catch (const std::bad_alloc&) {
+      st = InvalidError("out of memory (the allocator refused; {} in use of the {} budget)",
+                        FormatBytes(shared.budget->in_use()), FormatBytes(shared.budget->limit()));
+    }
   }
   if (cpu) ops::cpu::EndRun(cpu);  // gives the workers the restored mode
   return st;
@@ -86,6 +95,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model
   sh.provider = options.provider;
   sh.profile = options.profile;
   sh.share_cores = options.share_cores;
+  sh.budget = std::make_shared<MemoryBudget>(options.max_memory);
   if (options.provider == "cpu") {
     sh.cpu_engine = ops::cpu::MakeProvider(sh.threads);
     sh.flush = options.flush_denormals;
@@ -106,6 +116,9 @@ size_t Session::weights_bytes() const {
   size_t b = 0;
   for (const auto& init : model_->graph.initializers) b += init.tensor.nbytes();
   return b + root_->packed_bytes();
+}
+const MemoryBudget& Session::memory() const {
+  return *shared_->budget;
 }
 size_t Session::contexts() const {
   return pool_->size();
@@ -130,7 +143,7 @@ Result<std::vector<Value>> Session::Run(const std::vector<std::pair<std::string,
   std::vector<bool> fed(g.inputs.size(), false);
   for (const auto& [name, v] : inputs) {
     auto it = std::find_if(g.inputs.begin(), g.inputs.end(),
-                           [&](const ir::ValueInfo& vi) { return vi.name == name; });
+                           [&name = name](const ir::ValueInfo& vi) { return vi.name == name; });
     if (it == g.inputs.end()) {
       std::string names;
       for (const auto* vi : g.RealInputs()) names += (names.empty() ? "" : ", ") + vi->name;

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/memory_budget.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
@@ -51,6 +52,12 @@ struct SessionOptions {
   // a run that asks for more threads than are free gets what is left, at least one. Off: every
   // run gets the threads it asks for, however many runs are in flight.
   bool share_cores = true;
+  // The bytes this session's tensors may hold at once, over Create and all runs in flight
+  // (core/memory_budget.h says what is charged); 0: DefaultMaxMemory() (3/4 of physical
+  // memory, at most half of `ulimit -v`; the CLI's --max-memory). A step whose output would
+  // pass it fails its run with kInvalid naming the node, the shape and the bytes, before
+  // anything is allocated; a std::bad_alloc inside Create or Run becomes kInvalid too.
+  uint64_t max_memory = 0;
 };
 
 // One top-level node, in execution order: where it runs and, with profiling, how long it took.
@@ -103,6 +110,8 @@ class Session {
   // Bytes of the weights every run shares: the initializers, and the cpu kernels' packed and
   // folded copies of them (made once per session, whatever the concurrency).
   size_t weights_bytes() const;
+  // The session's memory budget: limit, bytes in use, peak.
+  const MemoryBudget& memory() const;
   // Run contexts made so far (the most runs that were in flight at once, per thread count).
   size_t contexts() const;
   int threads() const;

@@ -56,8 +56,14 @@ class StepRunner {
   std::vector<const Value*> StepInputs(size_t s);
   ops::OpContext MakeContext(size_t s, std::vector<const Value*> ins, std::vector<Value>* outs);
   // Output `k` of the current step: an arena view when the plan has a slot that fits, else an
-  // owned (uninitialised) tensor.
+  // owned (uninitialised) tensor. Kernels that size an output while they run call it through
+  // their context; outputs declared at prepare go through AllocateDeclared, which checks them.
   Tensor Alloc(size_t k, DType dt, const Shape& shape);
+  // Output `k` as a view of its arena slot when the plan has one that fits (a planning run
+  // records the write instead and says no).
+  bool ArenaView(size_t k, DType dt, const Shape& shape, Tensor* view);
+  // An owned tensor (uninitialised, except strings), charged to the session's budget.
+  Tensor Owned(DType dt, const Shape& shape);
   Status AllocateDeclared(const ops::OpContext& ctx, std::vector<Value>* outs);
 
   const GraphExecutor& e_;
@@ -70,6 +76,7 @@ class StepRunner {
   PlanRecorder* rec_;
   const bool cpu_on_, fuse_, profile_;
   const RunOptions* opts_;
+  const MemoryBudget* budget_;   // the session's, installed on this thread by Session::Run
   std::vector<Layout> layouts_;  // per value: how its tensor is stored this run
   std::vector<bool> skip_;       // per step: absorbed by a kernel that ran
   // The current step.

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "core/markdown.h"
 #include "ir/onnx_io.h"
 #include "ir/weights_digest.h"
@@ -113,14 +114,14 @@ Result<GoldenCaptureResult> CaptureGolden(const GoldenCaptureOptions& o) {
     r.notes.push_back(fmt::format("longest set: sequence dims set to {}", len));
   }
   for (const auto& cs : sets) r.sets.push_back(Summarize(cs));
-  FERRY_RETURN_IF_ERROR(WriteGoldenDir(o.out, sets, Manifest(r).dump(2) + "\n", o.force));
+  FERRY_RETURN_IF_ERROR(WriteGoldenDir(o.out, sets, JsonText(Manifest(r), 2) + "\n", o.force));
   return r;
 }
 
 std::string FormatJson(const GoldenCaptureResult& r) {
   nlohmann::json manifest = Manifest(r);
   manifest["out"] = r.out;
-  return manifest.dump(2) + "\n";
+  return JsonText(manifest, 2) + "\n";
 }
 
 std::string FormatText(const GoldenCaptureResult& r) {

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace ferry::verify {
 
 namespace {
@@ -300,7 +302,7 @@ std::string FormatJson(const Report& r) {
     }
     j["validate"] = jv;
   }
-  return j.dump(2) + "\n";
+  return JsonText(j, 2) + "\n";
 }
 
 std::string FormatMarkdown(const Report& r) {

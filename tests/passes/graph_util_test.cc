@@ -94,5 +94,32 @@ TEST(PassManager, UnknownPassIsAUsageError) {
   EXPECT_EQ(r.status().code(), StatusCode::kUsage);
 }
 
+// A graph still changing in the last allowed round has no proven fixed point: an error naming
+// the passes that rewrote it, not a silent stop (passes that undo each other would loop).
+TEST(PassManager, NoFixedPointWithinTheRoundsIsAnErrorNamingThePasses) {
+  auto make = [] {
+    ir::Model m;
+    m.ir_version = 8;
+    m.opset_imports.push_back({"", 13});
+    m.graph.inputs.push_back(FloatInfo("x", {4}));
+    m.graph.outputs.push_back(FloatInfo("y", {4}));
+    m.graph.nodes.push_back(MakeNode("Identity", {"x"}, {"i"}));
+    m.graph.nodes.push_back(MakeNode("Relu", {"i"}, {"y"}));
+    return m;
+  };
+  ir::Model m = make();
+  OptimizeOptions o;
+  o.max_rounds = 1;  // the Identity goes in round 1; only round 2 could show nothing changes
+  auto r = Optimize(m, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalid);
+  EXPECT_NE(r.status().message().find("no fixed point in 1 rounds"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("eliminate_noop"), std::string::npos) << r.status().message();
+  ir::Model m2 = make();
+  o.max_rounds = 2;
+  EXPECT_TRUE(Optimize(m2, o).ok());
+}
+
 }  // namespace
 }  // namespace ferry::passes
