@@ -4,9 +4,10 @@
 // Bounds, so that one mutated model cannot take the machine: symbolic and unknown dims are
 // 1..4 (dims sharing a symbol share a size); models whose declared inputs hold more than
 // kMaxInputElements elements, whose inputs are of unknown rank, or with a Loop that has no
-// trip count bound by the target are skipped. Memory the run itself allocates is bounded by
-// libFuzzer's -malloc_limit_mb / -rss_limit_mb (a model that asks for more is a finding: the
-// engine should refuse it with a Status).
+// trip count bound by the target are skipped. The session's memory budget is 1 GiB
+// (SessionOptions::max_memory: a step that would pass it fails with a Status); what the budget
+// does not charge is bounded by libFuzzer's -malloc_limit_mb / -rss_limit_mb (a model that gets
+// past both is a finding: the engine should refuse it with a Status).
 #include <map>
 #include <memory>
 #include <random>
@@ -175,6 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   runtime::SessionOptions options;
   options.threads = 1;
   options.share_cores = false;
+  options.max_memory = uint64_t{1} << 30;
   options.provider = (hash >> 32) % 2 ? "reference" : "cpu";
   auto session = runtime::Session::Create(model, options);
   if (!session.ok()) return 0;
