@@ -164,7 +164,7 @@ Status CheckShapes(const ir::Graph& g, const std::map<std::string, Shape>& shape
   for (const auto* vi : real) names += (names.empty() ? "" : ", ") + vi->name;
   for (const auto& [name, dims] : shapes) {
     auto it = std::find_if(real.begin(), real.end(),
-                           [&](const ir::ValueInfo* v) { return v->name == name; });
+                           [&name = name](const ir::ValueInfo* v) { return v->name == name; });
     if (it == real.end())
       return UsageError("--shape: unknown input '{}' (the model's inputs are: {})", name, names);
     const ir::TypeInfo& t = (*it)->type;
