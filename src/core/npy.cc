@@ -184,8 +184,9 @@ Result<Tensor> ParseNpy(const std::string& b, const std::string& what) {
   // (every element takes at least one byte: a 2^40-element header on a small file is refused).
   size_t elem = descr.dtype == DType::kString ? descr.unicode_chars * 4 : DTypeSize(descr.dtype);
   uint64_t need = 1;
+  for (int64_t d : shape) need = d == 0 ? 0 : need;  // an empty array needs no bytes at all
   for (int64_t d : shape) {
-    if (d != 0 && need > avail / static_cast<uint64_t>(d))
+    if (need != 0 && need > avail / static_cast<uint64_t>(d))
       return InvalidError(
           "'{}': truncated .npy data: shape {} needs more than the {} bytes the "
           "file has",
@@ -209,6 +210,9 @@ Result<Tensor> ParseNpy(const std::string& b, const std::string& what) {
         uint32_t cp;
         std::memcpy(&cp, data + (static_cast<size_t>(i) * descr.unicode_chars + c) * 4, 4);
         if (cp == 0) break;
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+          return InvalidError("'{}': string {} holds U+{:X}, which is not a Unicode scalar value",
+                              what, i, cp);
         if (cp < 0x80) {
           s += static_cast<char>(cp);
         } else if (cp < 0x800) {

@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "ir/onnx_io.h"
 #include "passes/graph_util.h"
+#include "passes/onnx_guard.h"
 #include "passes/pass_manager.h"
 
 namespace ferry::passes {
@@ -275,6 +276,7 @@ Status ConvertOpset(ir::Model& model, int64_t target) {
   onnx::ModelProto proto;
   if (bytes.size() >= static_cast<size_t>(INT32_MAX) || !ParseProto(bytes, &proto))
     return UnsupportedError("opset conversion: models over 2 GB are not supported yet");
+  FERRY_RETURN_IF_ERROR(CheckModelForLibOnnx(proto).With("opset conversion"));
   onnx::ModelProto out;
   try {
     onnx::version_conversion::DefaultVersionConverter converter;

@@ -19,7 +19,8 @@ bool SameTensor(const Tensor& a, const Tensor& b) {
       if (a.data<std::string>()[i] != b.data<std::string>()[i]) return false;
     return true;
   }
-  return std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+  // memcmp must not see the null pointers of empty storage, even with a zero length.
+  return a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 bool SameAttr(const ir::Attribute& a, const ir::Attribute& b) {
@@ -28,7 +29,8 @@ bool SameAttr(const ir::Attribute& a, const ir::Attribute& b) {
       !b.graphs.empty())
     return false;
   if (a.floats.size() != b.floats.size() ||
-      std::memcmp(a.floats.data(), b.floats.data(), a.floats.size() * sizeof(float)) != 0)
+      (!a.floats.empty() &&
+       std::memcmp(a.floats.data(), b.floats.data(), a.floats.size() * sizeof(float)) != 0))
     return false;
   if (a.t.defined() != b.t.defined() || (a.t.defined() && !SameTensor(a.t, b.t))) return false;
   if (a.tensors.size() != b.tensors.size()) return false;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ir/onnx_io.h"
+#include "passes/onnx_guard.h"
 #include "passes/pass.h"
 
 namespace ferry::passes {
@@ -30,8 +31,13 @@ class ShapeInference final : public Pass {
     onnx::ModelProto proto;
     std::string bytes = ir::SerializeModel(ctx.model);
     if (bytes.size() >= static_cast<size_t>(INT32_MAX) || !ParseProto(bytes, &proto)) return 0;
+    // A node libonnx would crash on: no inference (it is advisory); the engine reports the node.
+    if (!VerifyNodesForLibOnnx(proto).ok()) return 0;
     try {
-      onnx::ShapeInferenceOptions options{/*check_type=*/false, /*error_mode=*/0,
+      // check_type: a node whose inputs are not of the types its schema takes (an optional or a
+      // sequence where a tensor is expected) is skipped, not inferred (MaxUnpool's inference
+      // read a tensor type from an optional one: SIGSEGV).
+      onnx::ShapeInferenceOptions options{/*check_type=*/true, /*error_mode=*/0,
                                           /*enable_data_propagation=*/true};
       onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
     } catch (const std::exception&) {

@@ -73,6 +73,39 @@ TEST(Npy, RejectsGarbageAndTruncation) {
   EXPECT_NE(r.status().message().find("truncated"), std::string::npos);
 }
 
+// Found by fuzz/fuzz_npy: empty arrays whose 0 comes after a nonzero dim were refused as
+// truncated; a header's element count is checked against the bytes without overflow; a
+// '<U' string with a code point that is not a Unicode scalar value is refused (it wrote
+// invalid UTF-8).
+TEST(Npy, EmptyArraysHugeHeadersAndBadCodePoints) {
+  for (const Shape& shape : {Shape{2, 0}, Shape{0, 5}, Shape{3, 0, 2}}) {
+    auto r = ParseNpy(SerializeNpy(Tensor(DType::kFloat, shape)), "e.npy");
+    ASSERT_TRUE(r.ok()) << ShapeToString(shape) << ": " << r.status().message();
+    EXPECT_EQ(r->shape(), shape);
+  }
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 4), }";
+  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
+  std::string bomb = std::string("\x93NUMPY\x01\x00", 8);
+  bomb += static_cast<char>(header.size() & 0xFF);
+  bomb += static_cast<char>(header.size() >> 8);
+  bomb += header + std::string(16, '\0');
+  auto r = ParseNpy(bomb, "bomb.npy");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("truncated .npy data"), std::string::npos)
+      << r.status().message();
+  Tensor strs(DType::kString, {1});
+  strs.data<std::string>()[0] = "ab";
+  std::string u = SerializeNpy(strs);
+  ASSERT_TRUE(ParseNpy(u, "u.npy").ok());
+  const size_t at = u.size() - 8;  // the first of 'a', 'b' as UTF-32 little-endian
+  ASSERT_EQ(u[at], 'a');
+  u[at + 2] = 0x11;  // U+110061: past U+10FFFF
+  auto bad = ParseNpy(u, "u.npy");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not a Unicode scalar value"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(ThreadPool, CoversRangeOnceInDeterministicChunks) {
   ThreadPool pool(2);
   std::vector<std::atomic<int>> hits(1001);
