@@ -299,7 +299,13 @@ void FindDynamicAxes(const ir::Graph& g, AuditResult* r) {
 void FindControlFlow(const ir::Model& m, const std::vector<Site>& sites, AuditResult* r) {
   for (const auto& s : sites) {
     const ir::Node& n = *s.node;
-    if (!n.domain.empty() && n.domain != "ai.onnx" && n.domain != "ai.onnx.ml")
+    const bool ort_layer_norm =
+        (n.domain.empty() || n.domain == "ai.onnx") &&
+        ((n.op_type == "LayerNormalization" && m.OpsetFor("").value_or(0) < 17) ||
+         n.op_type == "SimplifiedLayerNormalization");
+    if (n.domain == "com.microsoft" || ort_layer_norm)
+      r->contrib_ops[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type]++;
+    else if (!n.domain.empty() && n.domain != "ai.onnx" && n.domain != "ai.onnx.ml")
       r->custom_domains[n.domain]++;
     if (n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan")) {
       std::string kind = "data-dependent";

@@ -65,9 +65,13 @@ struct AuditResult {
   std::vector<AuditTarget> targets;
   std::vector<AuditDynamicAxis> dynamic_axes;
   std::vector<AuditControlFlow> control_flow;
-  std::map<std::string, int64_t> custom_domains;  // domain -> nodes
-  std::vector<std::string> preprocessing;         // head nodes (Resize, Cast, Sub...) as described
-  std::vector<std::string> postprocessing;        // tail nodes (ArgMax, TopK, Softmax...)
+  std::map<std::string, int64_t> custom_domains;  // domain -> nodes (not com.microsoft)
+  // ONNX Runtime contrib ops: com.microsoft nodes, and its LayerNormalization /
+  // SimplifiedLayerNormalization in the default domain below opset 17 -> nodes. Ferry and
+  // ONNX Runtime run them; other ONNX runtimes need them rewritten.
+  std::map<std::string, int64_t> contrib_ops;
+  std::vector<std::string> preprocessing;   // head nodes (Resize, Cast, Sub...) as described
+  std::vector<std::string> postprocessing;  // tail nodes (ArgMax, TopK, Softmax...)
 
   // Whether any target has a node that is not supported as is (`--strict` fails on it).
   bool anything_unsupported() const;

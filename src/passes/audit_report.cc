@@ -60,6 +60,7 @@ std::string FormatJson(const AuditResult& r) {
   for (const auto& c : r.control_flow) jc.push_back({{"node", c.node}, {"kind", c.kind}});
   j["control_flow"] = jc;
   j["custom_domains"] = r.custom_domains;
+  j["contrib_ops"] = r.contrib_ops;
   j["preprocessing"] = Strings(r.preprocessing);
   j["postprocessing"] = Strings(r.postprocessing);
   return JsonText(j, 2) + "\n";
@@ -98,6 +99,8 @@ std::string FormatText(const AuditResult& r) {
   for (const auto& c : r.control_flow) s += fmt::format("  {} ({})\n", c.node, c.kind);
   s += fmt::format("custom domains:{}\n", r.custom_domains.empty() ? " none" : "");
   for (const auto& [d, c] : r.custom_domains) s += fmt::format("  {} x{}\n", d, c);
+  s += fmt::format("ONNX Runtime contrib ops:{}\n", r.contrib_ops.empty() ? " none" : "");
+  for (const auto& [op, c] : r.contrib_ops) s += fmt::format("  {} x{}\n", op, c);
   s += fmt::format("preprocessing at the head: {}\n",
                    r.preprocessing.empty() ? "none" : JsonText(Strings(r.preprocessing)));
   s += fmt::format("post-processing at the tail: {}\n",
@@ -147,6 +150,9 @@ std::string FormatMarkdown(const AuditResult& r) {
   s += "\n## Custom domains\n\n";
   if (r.custom_domains.empty()) s += "None.\n";
   for (const auto& [d, c] : r.custom_domains) s += fmt::format("- `{}` x{}\n", d, c);
+  s += "\n## ONNX Runtime contrib ops\n\n";
+  if (r.contrib_ops.empty()) s += "None.\n";
+  for (const auto& [op, c] : r.contrib_ops) s += fmt::format("- `{}` x{}\n", op, c);
   auto list = [](const std::vector<std::string>& v) {
     std::string out;
     for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;

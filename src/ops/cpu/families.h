@@ -45,6 +45,18 @@ std::span<const KernelDef> QMatMulKernels();
 std::span<const Pattern> QMatMulPatterns();  // qmatmul.cc: the dynamic-quantized MatMul chain
 std::span<const KernelDef> QuantKernels();   // qconv.cc: QuantizeLinear, DequantizeLinear
 std::span<const Pattern> QuantPatterns();    // qconv.cc: QDQ Conv / Gemm as int8 (oneDNN)
+// qconv.cc's QConv and QAdd pattern kernels (inputs and params as their patterns give them),
+// which contrib.cc also runs for QLinearConv and com.microsoft QLinearAdd nodes.
+const KernelDef* Int8ConvKernel();
+const KernelDef* Int8AddKernel();
+// qlinear_conv.cc: QLinearConv on the own int8 GEMM (group 1, depthwise), for what QConv
+// declines; IsOwnQLinearConv: the slot's state is this kernel's.
+Status PrepareOwnQLinearConv(OpContext& ctx, NodeSlot& slot);
+void RunOwnQLinearConv(OpContext& ctx, NodeSlot& slot);
+bool IsOwnQLinearConv(const NodeSlot& slot);
+// contrib.cc: com.microsoft Attention (contrib_attention.cc), SkipLayerNormalization,
+// QLinearAdd, QLinearGlobalAveragePool, QGemm, and the default domain's QLinearConv
+std::span<const KernelDef> ContribKernels();
 
 // Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
 void SetRnnScalarOnlyForTesting(bool on);

@@ -8,9 +8,10 @@
 // [1] of [B,S,H]); other reductions decline. keepdims either way. A rank-4 input may arrive in a
 // conv's layout (NHWC, channel-blocked): H and W reduced there directly, other axes after a copy
 // to plain.
-// LayerNormalization (opset 17): one normalized row of prod(dims[axis:]); Scale and B of that
-// many elements (or one); the optional Mean / InvStdDev outputs decline.
-// Rows are split over the threads in fixed contiguous blocks when the tensor is large.
+// LayerNormalization (opset 17, and ONNX Runtime's contrib form from opset 1): one normalized row
+// of prod(dims[axis:]); Scale and B of that many elements (or one); the optional Mean / InvStdDev
+// outputs decline. Rows are split over the threads in fixed contiguous blocks when the tensor is
+// large.
 #include <algorithm>
 #include <vector>
 
@@ -557,7 +558,7 @@ constexpr KernelDef kKernels[] = {
     {"", "Softmax", 1, 1000, nullptr, 0, 0, PrepareSoftmax, RunSoftmax},
     {"", "ReduceMean", 1, 1000, nullptr, 0b1, 0, PrepareReduce<true>, RunReduce},
     {"", "ReduceSum", 1, 1000, nullptr, 0b1, 0, PrepareReduce<false>, RunReduce},
-    {"", "LayerNormalization", 17, 1000, nullptr, 0, 0, PrepareLayerNorm, RunLayerNorm},
+    {"", "LayerNormalization", 1, 1000, nullptr, 0, 0, PrepareLayerNorm, RunLayerNorm},
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// cpu kernels: 2-D MaxPool / AveragePool (float32) on oneDNN, GlobalAveragePool (own loops).
+// cpu kernels: 2-D MaxPool / AveragePool (float32; MaxPool also uint8 / int8) on oneDNN,
+// GlobalAveragePool (own loops).
 // MaxPool/AveragePool take any Layout and keep it when every reader accepts it.
 // GlobalAveragePool takes any Layout (its [N,C,1,1] output is plain either way).
 #include <algorithm>
@@ -22,6 +23,7 @@ struct PoolState : KernelState {
   StateKey key;
   Shape out_shape;
   Layout out_layout = Layout::kPlain;
+  DType dtype = DType::kFloat;  // float32, or uint8 / int8 (MaxPool of a QOperator model)
   dnnl::pooling_v2_forward prim;
   memory::desc src_md, dst_md;
   bool own_max = false;  // MaxPool in NHWC / blocked, layout kept: VecMaxPool, not oneDNN
@@ -190,13 +192,14 @@ Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape
   const Layout in_layout = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
   const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
   fresh->out_layout = nhwc_ok ? in_layout : Layout::kPlain;
-  fresh->src_md = LayoutDesc(x.shape(), in_layout);
-  fresh->dst_md = LayoutDesc(y, fresh->out_layout);
+  fresh->dtype = x.dtype();
+  fresh->src_md = LayoutDesc(x.shape(), in_layout, DnnlType(x.dtype()));
+  fresh->dst_md = LayoutDesc(y, fresh->out_layout, DnnlType(x.dtype()));
   // Max pooling that keeps a channels-last / channel-blocked layout: own loops over channel
   // vectors (oneDNN 2.6's jit pooling on NHWC: GoogLeNet's 3x3 stride-1 branch pools ran at
   // ~1 ns per output element; ONNX Runtime's took half that).
-  if (max && fresh->out_layout == in_layout && in_layout != Layout::kPlain &&
-      w.k[0] * w.k[1] <= kMaxTaps) {
+  if (max && x.dtype() == DType::kFloat && fresh->out_layout == in_layout &&
+      in_layout != Layout::kPlain && w.k[0] * w.k[1] <= kMaxTaps) {
     const int64_t blk = in_layout == Layout::kBlocked8    ? 8
                         : in_layout == Layout::kBlocked16 ? 16
                                                           : x.dim(1);
@@ -237,14 +240,16 @@ Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape
 
 void SetPoolOutput(OpContext& ctx, NodeSlot& slot) {
   const auto* st = static_cast<const PoolState*>(slot.state.get());
-  ctx.set_output(0, DType::kFloat, st->out_shape);
+  ctx.set_output(0, st->dtype, st->out_shape);
   slot.out_layouts.assign(1, st->out_layout);
 }
 
+// MaxPool also takes uint8 / int8 (QOperator models: a max of integers is exact on oneDNN).
 template <bool kMax>
 Status PrepareWindowPool(OpContext& ctx, NodeSlot& slot) {
-  if (!ctx.input_is_tensor(0) || ctx.input(0).dtype() != DType::kFloat ||
-      ctx.input(0).rank() != 4) {
+  const DType dt = ctx.input_is_tensor(0) ? ctx.input(0).dtype() : DType::kUndefined;
+  const bool int8 = kMax && (dt == DType::kUint8 || dt == DType::kInt8);
+  if (!ctx.input_is_tensor(0) || (dt != DType::kFloat && !int8) || ctx.input(0).rank() != 4) {
     slot.declined = true;
     return Status::Ok();
   }

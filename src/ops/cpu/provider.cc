@@ -79,7 +79,8 @@ std::vector<const KernelDef*> BuildTable() {
       ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
       NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
       ConcatKernels(), BatchNormKernels(), QMatMulKernels(),     QuantKernels(),
-      DeconvKernels(), ResizeKernels(),      MlTreeKernels(),      MlLinearKernels()};
+      DeconvKernels(), ResizeKernels(),    MlTreeKernels(),      MlLinearKernels(),
+      ContribKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;

@@ -1049,4 +1049,12 @@ std::span<const KernelDef> QuantKernels() {
   return kKernels;
 }
 
+const KernelDef* Int8ConvKernel() {
+  return QConvKernel();
+}
+
+const KernelDef* Int8AddKernel() {
+  return QAddKernel();
+}
+
 }  // namespace ferry::ops::cpu

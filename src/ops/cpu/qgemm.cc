@@ -59,6 +59,17 @@ struct P<QIsa::kAvx2> {
   using AT = int16_t;
   using BT = int16_t;
 };
+// AVX2 with every B' within +-64 (weights quantized with a reduced range): u8 x s8 pairs summed
+// by vpmaddubsw cannot leave int16 (2 * 255 * 64 < 32767), then vpmaddwd by ones into int32 —
+// VNNI's layout (4-byte k groups) at twice the widening path's products per instruction. The
+// packed B's `isa` holds this private value; QGemmIsa() never returns it.
+constexpr QIsa kAvx2Narrow = static_cast<QIsa>(3);
+template <>
+struct P<kAvx2Narrow> {
+  static constexpr int W = 8, KG = 4, MR = 4, NP = 2;
+  using AT = uint8_t;
+  using BT = int8_t;
+};
 
 std::shared_ptr<int8_t[]> AlignedBytes(size_t bytes) {
   auto* p =
@@ -203,12 +214,71 @@ FERRY_AVX2 void TileAvx2(const Ctx& x, int64_t m0, int64_t p0) {
   }
 }
 
+// ---- AVX2, B' within +-64 (vpmaddubsw, then vpmaddwd by ones) ----
+template <int MR, int NP>
+FERRY_AVX2 void TileAvx2Narrow(const Ctx& x, int64_t m0, int64_t p0) {
+  constexpr int W = 8;
+  const int64_t kp = x.b->kp, n = x.b->n;
+  const auto* a = static_cast<const uint8_t*>(x.ap) + m0 * kp;
+  const int8_t* b = x.b->data.get() + p0 * kp * W;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c[MR][NP];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) c[r][p] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < kp; k += 4) {
+    __m256i bv[NP];
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p)
+      bv[p] = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + p * kp * W + k * W));
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      int32_t w;
+      std::memcpy(&w, a + r * kp + k, 4);
+      const __m256i av = _mm256_set1_epi32(w);
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p)
+        c[r][p] =
+            _mm256_add_epi32(c[r][p], _mm256_madd_epi16(_mm256_maddubs_epi16(av, bv[p]), ones));
+    }
+  }
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    const int64_t row = m0 + r;
+    const __m256i s1 = _mm256_set1_epi32(x.s1[row]), s2 = _mm256_set1_epi32(x.s2[row]);
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+      const int64_t col = (p0 + p) * W;
+      if (col >= n) break;
+      const __m256i mask = _mm256_cmpgt_epi32(
+          _mm256_set1_epi32(static_cast<int>(std::min<int64_t>(W, n - col))), lanes);
+      const auto* cs = reinterpret_cast<const __m256i*>(x.b->colsum.data() + col);
+      __m256i v = _mm256_add_epi32(c[r][p], _mm256_mullo_epi32(s1, _mm256_loadu_si256(cs)));
+      if (!x.zb_zero) {
+        const auto* zb = reinterpret_cast<const __m256i*>(x.b->zb.data() + col);
+        v = _mm256_add_epi32(v, _mm256_mullo_epi32(s2, _mm256_loadu_si256(zb)));
+      }
+      if (x.out.i32) {
+        _mm256_maskstore_epi32(x.out.i32 + row * x.out.ldc + col, mask, v);
+      } else {
+        __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(x.out.scale + col));
+        if (x.out.bias) f = _mm256_add_ps(f, _mm256_loadu_ps(x.out.bias + col));
+        _mm256_maskstore_ps(x.out.f32 + row * x.out.ldc + col, mask, f);
+      }
+    }
+  }
+}
+
 using TileFn = void (*)(const Ctx&, int64_t, int64_t);
 
 template <QIsa I, int MR, int NP>
 constexpr TileFn Tile() {
   if constexpr (I == QIsa::kAvx512Vnni)
     return TileVnni<MR, NP>;
+  else if constexpr (I == kAvx2Narrow)
+    return TileAvx2Narrow<MR, NP>;
   else
     return TileAvx2<MR, NP>;
 }
@@ -315,9 +385,30 @@ void QEpilogue(const int32_t* acc, int64_t rows, int64_t n, const QOutput& out) 
                 });
 }
 
+namespace {
+
+// Whether an int8 B [k, n] (row stride ldb) lies within +-64 (the narrow AVX2 path is exact);
+// FERRY_INT8_AVX2=wide keeps the widening path.
+bool NarrowB(const void* b, bool b_signed, int64_t k, int64_t n, int64_t ldb) {
+  static const bool off = [] {
+    const char* e = std::getenv("FERRY_INT8_AVX2");
+    return e != nullptr && std::string_view(e) == "wide";
+  }();
+  if (!b_signed || off) return false;
+  const auto* bs = static_cast<const int8_t*>(b);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j)
+      if (bs[kk * ldb + j] < -64 || bs[kk * ldb + j] > 64) return false;
+  return true;
+}
+
+}  // namespace
+
 void QPackB(QIsa isa, const void* b, bool b_signed, int64_t k, int64_t n, int64_t ldb,
             const int32_t* zb, bool zb_scalar, QPackedB* out) {
-  const int w = isa == QIsa::kAvx512Vnni ? 16 : 8, kg = isa == QIsa::kAvx512Vnni ? 4 : 2;
+  if (isa == QIsa::kAvx2 && NarrowB(b, b_signed, k, n, ldb)) isa = kAvx2Narrow;
+  const int w = isa == QIsa::kAvx512Vnni ? 16 : 8;
+  const int kg = isa == QIsa::kAvx2 ? 2 : 4;
   out->isa = isa;
   out->k = k;
   out->n = n;
@@ -329,6 +420,8 @@ void QPackB(QIsa isa, const void* b, bool b_signed, int64_t k, int64_t n, int64_
     out->zb[static_cast<size_t>(j)] = (zb ? zb[zb_scalar ? 0 : j] : 0) - (b_signed ? 0 : 128);
   if (isa == QIsa::kAvx512Vnni)
     PackBImpl<QIsa::kAvx512Vnni>(b, b_signed, ldb, out);
+  else if (isa == kAvx2Narrow)
+    PackBImpl<kAvx2Narrow>(b, b_signed, ldb, out);
   else
     PackBImpl<QIsa::kAvx2>(b, b_signed, ldb, out);
 }
@@ -338,6 +431,8 @@ void QGemm(const QPackedB& b, const void* a, bool a_signed, int64_t m, int64_t l
   if (m <= 0 || b.n <= 0) return;
   if (b.isa == QIsa::kAvx512Vnni)
     GemmImpl<QIsa::kAvx512Vnni>(b, a, a_signed, m, lda, za, za_scalar, out);
+  else if (b.isa == kAvx2Narrow)
+    GemmImpl<kAvx2Narrow>(b, a, a_signed, m, lda, za, za_scalar, out);
   else
     GemmImpl<QIsa::kAvx2>(b, a, a_signed, m, lda, za, za_scalar, out);
 }

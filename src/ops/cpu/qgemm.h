@@ -10,7 +10,10 @@
 //    in 16-column panels of 4-byte k groups, an 8x32 microkernel;
 //  * AVX2 without VNNI: vpmaddubsw would saturate u8 x s8 pair sums at int16 (255 * -128 * 2 <
 //    -32768), so both operands are widened to int16 and multiplied with vpmaddwd (pairs summed
-//    into int32, exact); B packed in 8-column panels of 2-element k groups, a 6x16 microkernel.
+//    into int32, exact); B packed in 8-column panels of 2-element k groups, a 6x16 microkernel;
+//    when every B' is within +-64 (reduced-range weights, as ONNX Runtime's quantizer writes them
+//    for such CPUs) no pair sum can saturate and vpmaddubsw + vpmaddwd by ones run on VNNI's
+//    4-byte k groups (a 4x16 microkernel; FERRY_INT8_AVX2=wide keeps the widening path).
 // Without AVX2 QGemmIsa() is kNone and the kernels decline (the reference runs).
 #pragma once
 
