@@ -11,8 +11,11 @@
 namespace ferry {
 
 int64_t NumElements(const Shape& shape) {
+  for (int64_t d : shape)
+    if (d == 0) return 0;  // before any product that could overflow
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
   return n;
 }
 

@@ -15,7 +15,8 @@ namespace ferry {
 
 using Shape = std::vector<int64_t>;
 
-// Product of dims (1 for a scalar). Callers validate dims are non-negative first.
+// Product of dims (1 for a scalar, 0 when any dim is 0, INT64_MAX when the product overflows:
+// no undefined behaviour whatever the dims). Callers validate dims are non-negative first.
 int64_t NumElements(const Shape& shape);
 // "[1,3,224,224]"
 std::string ShapeToString(const Shape& shape);

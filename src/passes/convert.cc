@@ -266,17 +266,23 @@ bool IsTypeOnlyChange(const std::string& op, int64_t opset_a, int64_t opset_b) {
 Status ConvertOpset(ir::Model& model, int64_t target) {
   int64_t from = model.OpsetFor("").value_or(0);
   if (from == target) return Status::Ok();
-  if (target < from) {
-    OptimizeOptions so;
-    so.only = {"shape_inference"};
-    FERRY_RETURN_IF_ERROR(Optimize(model, so).status());
-    FERRY_RETURN_IF_ERROR(PrepareDownConversion(model.graph, from, target));
-  }
+  // libonnx's converter trusts its input: the model as given is checked first (after
+  // PrepareDownConversion it is deliberately off-schema at `from`: axes back in attributes).
   std::string bytes = ir::SerializeModel(model);
   onnx::ModelProto proto;
   if (bytes.size() >= static_cast<size_t>(INT32_MAX) || !ParseProto(bytes, &proto))
     return UnsupportedError("opset conversion: models over 2 GB are not supported yet");
   FERRY_RETURN_IF_ERROR(CheckModelForLibOnnx(proto).With("opset conversion"));
+  if (target < from) {
+    OptimizeOptions so;
+    so.only = {"shape_inference"};
+    FERRY_RETURN_IF_ERROR(Optimize(model, so).status());
+    FERRY_RETURN_IF_ERROR(PrepareDownConversion(model.graph, from, target));
+    bytes = ir::SerializeModel(model);
+    proto.Clear();
+    if (!ParseProto(bytes, &proto))
+      return UnsupportedError("opset conversion: models over 2 GB are not supported yet");
+  }
   onnx::ModelProto out;
   try {
     onnx::version_conversion::DefaultVersionConverter converter;

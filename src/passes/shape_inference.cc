@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ir/onnx_io.h"
+#include "passes/graph_util.h"
 #include "passes/onnx_guard.h"
 #include "passes/pass.h"
 
@@ -28,6 +29,7 @@ class ShapeInference final : public Pass {
   std::string_view name() const override { return "shape_inference"; }
   Result<int> RunOnGraph(GraphCtx& ctx) override {
     if (!ctx.is_main) return 0;
+    TopoSort(ctx.graph);  // libonnx infers node by node in the listed order
     onnx::ModelProto proto;
     std::string bytes = ir::SerializeModel(ctx.model);
     if (bytes.size() >= static_cast<size_t>(INT32_MAX) || !ParseProto(bytes, &proto)) return 0;

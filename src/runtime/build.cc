@@ -92,7 +92,10 @@ Status GraphExecutor::Build(const std::set<std::string>& outer, const ConstValue
   }
   // Which node produces each name.
   std::unordered_map<std::string, size_t> producer;
-  for (size_t k = 0; k < graph_.nodes.size(); ++k)
+  for (size_t k = 0; k < graph_.nodes.size(); ++k) {
+    // Every ONNX operator has an output; kernels declare output 0 without asking.
+    if (graph_.nodes[k].outputs.empty())
+      return InvalidError("{}: has no outputs", graph_.nodes[k].Describe());
     for (const auto& o : graph_.nodes[k].outputs)
       if (!o.empty()) {
         if (producer.count(o) || (visible.count(o) && !outer.count(o)))
@@ -100,6 +103,7 @@ Status GraphExecutor::Build(const std::set<std::string>& outer, const ConstValue
                               graph_.nodes[k].Describe(), o);
         producer[o] = k;
       }
+  }
   // Dependencies per node (explicit inputs + outer-scope names its subgraphs read).
   std::vector<std::vector<std::string>> reads(graph_.nodes.size());
   for (size_t k = 0; k < graph_.nodes.size(); ++k) {

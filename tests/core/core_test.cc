@@ -106,6 +106,15 @@ TEST(Npy, EmptyArraysHugeHeadersAndBadCodePoints) {
       << bad.status().message();
 }
 
+// fuzz/corpus/npy/element-count-overflow.npy: a header whose dims multiply past int64 (UBSan's
+// signed overflow in NumElements) and an empty array with a huge dim.
+TEST(NumElements, ZeroWinsAndOverflowSaturates) {
+  EXPECT_EQ(NumElements({}), 1);
+  EXPECT_EQ(NumElements({2, 3, 4}), 24);
+  EXPECT_EQ(NumElements({int64_t{1} << 40, int64_t{1} << 40, 0}), 0);
+  EXPECT_EQ(NumElements({int64_t{1} << 40, int64_t{1} << 40}), std::numeric_limits<int64_t>::max());
+}
+
 TEST(ThreadPool, CoversRangeOnceInDeterministicChunks) {
   ThreadPool pool(2);
   std::vector<std::atomic<int>> hits(1001);
