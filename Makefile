@@ -16,12 +16,17 @@ build: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	ninja -C $(BUILD) -j $(JOBS)
 
-# Ferry's main job on the bundled example: inspect the model, run it, check it against its test data.
+# Ferry's main job on the bundled example: inspect the model, run it, check it against its test
+# data, then build the release artifact (fp32 + int8, gated on the golden set), sign and verify it.
 demo: build
 	$(BUILD)/src/ferry inspect examples/digits_cnn/model.onnx
 	$(BUILD)/src/ferry run examples/digits_cnn/model.onnx \
 	  --input image=examples/digits_cnn/test_data_set_0/input_0.pb --output-dir $(BUILD)/demo-out
 	$(BUILD)/src/ferry run examples/digits_cnn/model.onnx --test-data examples/digits_cnn
+	$(BUILD)/src/ferry build examples/digits_cnn/ferry.yaml -o $(BUILD)/demo-artifact --force
+	$(BUILD)/src/ferry keys generate --out $(BUILD)/demo-key.pem --force
+	$(BUILD)/src/ferry sign $(BUILD)/demo-artifact --key $(BUILD)/demo-key.pem
+	$(BUILD)/src/ferry artifact verify $(BUILD)/demo-artifact --key $(BUILD)/demo-key.pub.pem --golden
 
 # Every test: the release build's suite, then the sanitizer builds', then a short fuzzing run.
 test: test-release sanitize tsan fuzz-smoke

@@ -26,6 +26,10 @@ void SetupGolden(CLI::App& sub, Action* action);
 void SetupBench(CLI::App& sub, Action* action);
 void SetupCalibrate(CLI::App& sub, Action* action);
 void SetupQuantize(CLI::App& sub, Action* action);
+void SetupBuild(CLI::App& sub, Action* action);
+void SetupKeys(CLI::App& sub, Action* action);
+void SetupSign(CLI::App& sub, Action* action);
+void SetupArtifact(CLI::App& sub, Action* action);
 
 // Prints "ferry: error: <message>" on stderr and returns the status's exit code.
 int ReportError(const Status& status);

@@ -40,6 +40,13 @@ constexpr CommandRow kCommands[] = {
      ferry::cli::SetupCalibrate},
     {"quantize", "Quantize to int8: static QDQ (calibrated) or dynamic; reports accuracy and size",
      ferry::cli::SetupQuantize},
+    {"build", "Build a verified, reproducible artifact from ferry.yaml (golden set, gate, manifest)",
+     ferry::cli::SetupBuild},
+    {"keys", "Generate an ECDSA P-256 signing key pair", ferry::cli::SetupKeys},
+    {"sign", "Sign an artifact folder (OpenSSF model-signing format: Sigstore bundle, DSSE)",
+     ferry::cli::SetupSign},
+    {"artifact", "Verify an artifact: files against its manifest and signature, golden set rerun",
+     ferry::cli::SetupArtifact},
 };
 
 // OpenMP (libgomp, which oneDNN and the cpu kernels use) lets an idle worker spin 300000 pause
