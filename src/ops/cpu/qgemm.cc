@@ -14,6 +14,7 @@
 #include <cstring>
 #include <new>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -295,29 +296,59 @@ void GemmImpl(const QPackedB& b, const void* a, bool a_signed, int64_t m, int64_
   using AT = typename Q::AT;
   static constexpr auto kTiles = Tiles<I>(std::make_integer_sequence<int, Q::MR>());
   const int64_t k = b.k, kp = b.kp;
-  std::vector<AT> ap(static_cast<size_t>(m * kp));
-  std::vector<int32_t> s1(static_cast<size_t>(m)), s2(static_cast<size_t>(m));
+  // A uint8 with rows already of kp bytes is its own packed form (VNNI's and the narrow AVX2
+  // path's 4-byte k groups are A's row order): only the row sums are needed. Otherwise A is
+  // copied into this thread's buffer (kept between calls; a fresh zeroed vector per GEMM cost
+  // BERT's dynamic int8 MatMuls ~5% of the model's run).
+  const bool in_place = std::is_same_v<AT, uint8_t> && !a_signed && kp == k && lda == k;
+  thread_local std::vector<AT> ap_buf;
+  thread_local std::vector<int32_t> s1, s2;
+  if (!in_place && ap_buf.size() < static_cast<size_t>(m * kp))
+    ap_buf.resize(static_cast<size_t>(m * kp));
+  s1.resize(static_cast<size_t>(m));
+  s2.resize(static_cast<size_t>(m));
+  AT* ap = ap_buf.data();
+  int32_t* s1p = s1.data();
+  int32_t* s2p = s2.data();
   const auto* as = static_cast<const int8_t*>(a);
   const auto* au = static_cast<const uint8_t*>(a);
   ParallelRange(
       m, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, kp)), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          AT* d = ap.data() + r * kp;
           uint32_t sum = 0;
-          for (int64_t kk = 0; kk < k; ++kk) {
-            const int v = a_signed ? as[r * lda + kk] + 128 : au[r * lda + kk];
-            d[kk] = static_cast<AT>(v);
-            sum += static_cast<uint32_t>(v);
+          if (in_place) {
+            const uint8_t* row = au + r * lda;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t kk = 0; kk < k; ++kk) sum += row[kk];
+          } else if (a_signed) {
+            AT* d = ap + r * kp;
+            const int8_t* row = as + r * lda;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t kk = 0; kk < k; ++kk) {
+              const int v = row[kk] + 128;
+              d[kk] = static_cast<AT>(v);
+              sum += static_cast<uint32_t>(v);
+            }
+            for (int64_t kk = k; kk < kp; ++kk) d[kk] = 0;
+          } else {
+            AT* d = ap + r * kp;
+            const uint8_t* row = au + r * lda;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t kk = 0; kk < k; ++kk) {
+              d[kk] = static_cast<AT>(row[kk]);
+              sum += row[kk];
+            }
+            for (int64_t kk = k; kk < kp; ++kk) d[kk] = 0;
           }
           const uint32_t z =
               static_cast<uint32_t>(za ? za[za_scalar ? 0 : r] : 0) + (a_signed ? 128u : 0u);
-          s1[static_cast<size_t>(r)] = static_cast<int32_t>(0u - z);
-          s2[static_cast<size_t>(r)] = static_cast<int32_t>(static_cast<uint32_t>(k) * z - sum);
+          s1p[r] = static_cast<int32_t>(0u - z);
+          s2p[r] = static_cast<int32_t>(static_cast<uint32_t>(k) * z - sum);
         }
       });
   bool zb_zero = true;
   for (int32_t z : b.zb) zb_zero = zb_zero && z == 0;
-  const Ctx x{&b, m, ap.data(), s1.data(), s2.data(), zb_zero, out};
+  const Ctx x{&b, m, in_place ? a : static_cast<const void*>(ap), s1p, s2p, zb_zero, out};
   const int64_t mblocks = (m + Q::MR - 1) / Q::MR;
   const int64_t panels = b.npad / Q::W;
   const int64_t groups = (panels + Q::NP - 1) / Q::NP;
