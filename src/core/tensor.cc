@@ -30,8 +30,12 @@ std::string ShapeToString(const Shape& shape) {
 
 std::vector<int64_t> Strides(const Shape& shape) {
   std::vector<int64_t> st(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    st[static_cast<size_t>(i)] = st[static_cast<size_t>(i) + 1] * shape[static_cast<size_t>(i) + 1];
+  // Saturates like NumElements: an empty tensor may have dims whose product overflows.
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) {
+    const auto k = static_cast<size_t>(i);
+    if (__builtin_mul_overflow(st[k + 1], shape[k + 1], &st[k]))
+      st[k] = std::numeric_limits<int64_t>::max();
+  }
   return st;
 }
 

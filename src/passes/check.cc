@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <type_traits>
 
 #include "core/dtype.h"
 #include "core/half.h"
+#include "core/memory_budget.h"
 
 #include "ir/data_sets.h"
 #include "ir/queries.h"
@@ -39,6 +41,18 @@ Result<Feeds> MakeInputs(const ir::Model& m, const std::map<std::string, Shape>&
           "input '{}' has type {}: the check needs tensor inputs of known rank (give "
           "--check-data DIR)",
           vi->name, vi->type.ToString());
+    // The sessions it feeds refuse more than the memory budget; so does the feed itself.
+    const int64_t elems = NumElements(it->second);
+    const uint64_t esize = std::max<uint64_t>(DTypeSize(vi->type.elem_type), 1);
+    const bool overflow = elems == std::numeric_limits<int64_t>::max() ||
+                          static_cast<uint64_t>(elems) > UINT64_MAX / esize;
+    const uint64_t bytes = overflow ? 0 : static_cast<uint64_t>(elems) * esize;
+    if (overflow || bytes > DefaultMaxMemory())
+      return InvalidError(
+          "input '{}' of shape {} would take {} bytes, over the memory budget of {} bytes (give "
+          "--shape or --max-memory)",
+          vi->name, ShapeToString(it->second), overflow ? "more than 2^63" : std::to_string(bytes),
+          DefaultMaxMemory());
     Tensor t(vi->type.elem_type, it->second);
     const DType dt = vi->type.elem_type;
     std::normal_distribution<float> normal(0.f, 1.f);

@@ -155,6 +155,17 @@ def main():
     expect_error(args, "optimize: folding the Tile bomb is refused or skipped, never allocated", 3,
                  ["tile_bomb"], "optimize", t, "-o", W("t.onnx"))
     check(not os.path.exists(W("t.onnx")), "optimize: nothing written")
+    # A declared input of 2^40 x 2^40 floats: optimize's seeded check refuses to make it
+    # (fuzz/corpus/passes/check-seeded-input-2p47-elements.onnx; it used to allocate).
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1 << 40, 1 << 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    big_in = save(g, W("big_input.onnx"))
+    expect_error(args, "optimize: a seeded input of 2^80 floats", 3,
+                 ["input 'x'", "[1099511627776,1099511627776]", "memory budget"], "optimize",
+                 big_in, "-o", W("b.onnx"))
+    check(not os.path.exists(W("b.onnx")), "optimize (big input): nothing written")
     e = expand_bomb(args.work)
     expect_error(args, "run: Expand to [2^40, 4]", 3, ["Expand 'expand_bomb'", "memory budget"],
                  "run", e, "--input", "x=" + W("x14.npy"))

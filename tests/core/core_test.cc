@@ -113,6 +113,10 @@ TEST(NumElements, ZeroWinsAndOverflowSaturates) {
   EXPECT_EQ(NumElements({2, 3, 4}), 24);
   EXPECT_EQ(NumElements({int64_t{1} << 40, int64_t{1} << 40, 0}), 0);
   EXPECT_EQ(NumElements({int64_t{1} << 40, int64_t{1} << 40}), std::numeric_limits<int64_t>::max());
+  // fuzz/corpus/npy/fortran-empty-strides-overflow.npy: the strides of an empty array.
+  EXPECT_EQ(Strides({2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(Strides({0, int64_t{1} << 40, int64_t{1} << 40})[0],
+            std::numeric_limits<int64_t>::max());
 }
 
 TEST(ThreadPool, CoversRangeOnceInDeterministicChunks) {

@@ -180,6 +180,9 @@ Status PrepareDynamicQuantizeLinear(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(CheckArity(ctx, 1, 1));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "x"));
   FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kFloat}));
+  if (ctx.num_outputs() != 3)
+    return NodeError(ctx, "has {} outputs; the operator has 3 (y, y_scale, y_zero_point)",
+                     ctx.num_outputs());
   ctx.set_output(0, DType::kUint8, ctx.input(0).shape());
   ctx.set_output(1, DType::kFloat, {});
   ctx.set_output(2, DType::kUint8, {});
