@@ -30,9 +30,16 @@ class InlineConstantIf final : public Pass {
 
   Status apply(GraphCtx& ctx, size_t i) override {
     ir::Node& n = ctx.graph.nodes[i];
+    // The branch is found once: after its graph is moved out, Branch() is null, and so is the
+    // graph of every non-graph attribute.
+    const ir::Graph* branch = Branch(ctx, i);
+    if (!branch) return InvalidError("{}: no constant branch to inline", n.Describe());
     std::unique_ptr<ir::Graph> body;
     for (auto& a : n.attributes)
-      if (a.g.get() == Branch(ctx, i)) body = std::move(a.g);
+      if (a.g && a.g.get() == branch) {
+        body = std::move(a.g);
+        break;
+      }
     // Give every name the branch defines a fresh name in the enclosing graph.
     std::string prefix = (n.name.empty() ? n.outputs[0] : n.name) + "/";
     std::vector<std::string> defined;

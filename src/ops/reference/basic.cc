@@ -11,6 +11,20 @@ Status PrepareConstant(OpContext& ctx) {
   if (n.attributes.size() != 1)
     return NodeError(ctx, "needs exactly one value attribute, has {}", n.attributes.size());
   const ir::Attribute& a = n.attributes[0];
+  // The attribute's type must be the one its name says (a `value` of type TENSORS holds no
+  // tensor: folding it wrote an initializer of element type 0).
+  using T = ir::AttrType;
+  static constexpr std::pair<std::string_view, T> kTypes[] = {
+      {"value", T::kTensor},        {"sparse_value", T::kSparseTensor},
+      {"value_float", T::kFloat},   {"value_floats", T::kFloats},
+      {"value_int", T::kInt},       {"value_ints", T::kInts},
+      {"value_string", T::kString}, {"value_strings", T::kStrings}};
+  for (const auto& [name, type] : kTypes)
+    if (a.name == name && a.type != type && !(name == "sparse_value" && a.type == T::kTensor))
+      return NodeError(ctx, "attribute '{}' has type {}, expected {}", a.name,
+                       static_cast<int>(a.type), static_cast<int>(type));
+  if ((a.name == "value" || a.name == "sparse_value") && a.t.dtype() == DType::kUndefined)
+    return NodeError(ctx, "attribute '{}' holds a tensor of undefined element type", a.name);
   if (a.name == "value" || a.name == "sparse_value")
     ctx.set_output(0, a.t.dtype(), a.t.shape());
   else if (a.name == "value_float")
