@@ -55,8 +55,8 @@ tsan: deps
 
 # Fuzzing (fuzz/README.md): libFuzzer targets built by clang with ASan+UBSan in $(FUZZ_BUILD),
 # only the libraries they need, at -O1 with line tables. Seeds are generated into the build tree.
-FUZZ_TARGETS       = session passes audit_inspect npy tensorproto
-# `make fuzz`: 10 minutes per target (50 minutes for the five); `make fuzz-smoke` (CI): 1 minute.
+FUZZ_TARGETS       = session passes audit_inspect npy tensorproto config
+# `make fuzz`: 10 minutes per target (an hour for the six); `make fuzz-smoke` (CI): 1 minute.
 FUZZ_SECONDS       ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 fuzz-build: deps
@@ -72,7 +72,8 @@ fuzz: fuzz-build
 # CI: the regression corpus (every input that ever crashed), then each target from a fixed seed
 # for a fixed number of inputs, about FUZZ_SMOKE_SECONDS each on a 2-core EPYC (so a run is
 # repeatable: the same inputs on the same kind of CPU), never longer than twice that.
-FUZZ_SMOKE_RUNS = session:20000 passes:3000 audit_inspect:11000 npy:1500000 tensorproto:1300000
+FUZZ_SMOKE_RUNS = session:20000 passes:3000 audit_inspect:11000 npy:1500000 tensorproto:1300000 \
+                  config:300000
 fuzz-smoke: fuzz-build
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -j 1 -R fuzz_regression
 	for tr in $(FUZZ_SMOKE_RUNS); do \

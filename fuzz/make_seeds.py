@@ -109,6 +109,32 @@ def npy_seeds(out):
     return n
 
 
+def config_seeds(out, repo):
+    """ferry.yaml files (config): the bundled example and variants of it touching every key."""
+    d = os.path.join(out, "config")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(repo, "examples", "digits_cnn", "ferry.yaml")) as f:
+        base = f.read()
+    variants = {
+        "example": base,
+        "task": base.replace("audit:", "task:\n  output: logits\n  labels: labels.npy\n"
+                             "  max_accuracy_drop: 2\n  max_class_drop: 10\n  top_k: 5\naudit:"),
+        "convert": base.replace("- optimize: {level: all}",
+                                "- optimize: {level: basic, passes: [fold_constants], fix_shape: {image: [1, 1, 8, 8]}}\n"
+                                "      - convert: {opset: 13}\n"
+                                "      - convert: {fp16: true, keep_fp32: [logits]}"),
+        "quant": base.replace("per_channel: true", "per_channel: false, method: \"percentile:99.9\", "
+                              "accuracy_budget: 1.5"),
+        "tolerances": base.replace("tolerance: {atol: 1e-4, rtol: 1e-3}",
+                                   "tolerance: {atol: 1e-4, rtol: 1e-3}\ntolerances:\n  logits: {atol: 1e-3}"),
+        "anchors": "name: &n x\nversion: *n\nsource: {path: m.onnx, sha256: *n}\n",
+    }
+    for name, text in variants.items():
+        with open(os.path.join(d, name + ".yaml"), "w") as f:
+            f.write(text)
+    return len(variants)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
@@ -120,7 +146,9 @@ def main():
     m = model_seeds(a.out, repo, a.zoo)
     t = pb_seeds(a.out)
     n = npy_seeds(a.out)
-    print("make_seeds: %d models, %d TensorProto files, %d .npy files in %s" % (m, t, n, a.out))
+    y = config_seeds(a.out, repo)
+    print("make_seeds: %d models, %d TensorProto files, %d .npy files, %d configs in %s"
+          % (m, t, n, y, a.out))
     return 0
 
 

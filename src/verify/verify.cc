@@ -148,7 +148,8 @@ struct Comparison {
 
 // Every --tolerance name must be an output (or, per layer, a node output) of `g`.
 Status CheckOverrideNames(const Comparison& cmp, const ir::Graph& g, bool per_layer) {
-  for (const auto& [name, t] : cmp.o.tolerances) {
+  for (const auto& entry : cmp.o.tolerances) {
+    const std::string& name = entry.first;  // not a binding: clang 14 cannot capture those
     bool known = std::any_of(g.outputs.begin(), g.outputs.end(),
                              [&](const ir::ValueInfo& vi) { return vi.name == name; });
     for (const auto& n : g.nodes)
