@@ -4,8 +4,14 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
+# Line tables only (-g1): the same code as -g (debug info never changes GCC's output), a third
+# less compile time.
 CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFERRY_WERROR=ON \
+              -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
               -DFERRY_PYPI_NODE_DIR=$$(ls -d $(CURDIR)/.venv/lib/python3*/site-packages/onnx/backend/test/data/node 2>/dev/null | head -1)
+# The sanitizer builds: -O1 (what ASan and TSan recommend; compiles in half the time of -O2 -g).
+# Warnings are the release build's job (-Werror there): -O1 warns differently.
+SAN_FLAGS   = -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DFERRY_WERROR=OFF
 
 .PHONY: deps build demo test test-release sanitize tsan fuzz-build fuzz fuzz-smoke format clean
 
@@ -35,7 +41,7 @@ test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 sanitize: deps
-	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) -DFERRY_SANITIZE=ON -DFERRY_PYPI_NODE_DIR= \
+	cmake -S . -B $(ASAN_BUILD) $(CMAKE_FLAGS) $(SAN_FLAGS) -DFERRY_SANITIZE=ON -DFERRY_PYPI_NODE_DIR= \
 	  -DFERRY_MODEL_CACHE=$(CURDIR)/$(BUILD)/models -DFERRY_STRESS_THREADS=1 >/dev/null
 	ninja -C $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -45,7 +51,7 @@ sanitize: deps
 # test with one thread per run: libgomp's workers are invisible to TSan). Uses the release
 # build's model cache (run after test-release, or it generates the zoo).
 tsan: deps
-	cmake -S . -B $(TSAN_BUILD) $(CMAKE_FLAGS) -DFERRY_TSAN=ON -DFERRY_PYPI_NODE_DIR= >/dev/null
+	cmake -S . -B $(TSAN_BUILD) $(CMAKE_FLAGS) $(SAN_FLAGS) -DFERRY_TSAN=ON -DFERRY_PYPI_NODE_DIR= >/dev/null
 	ninja -C $(TSAN_BUILD) -j $(JOBS) ferry_stress ferry_concurrency_tests
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/ferry_concurrency_tests
 	/usr/bin/python3 tools/make_zoo.py --out $(BUILD)/models/zoo >/dev/null
