@@ -385,7 +385,9 @@ Result<CopyPlan> BlockPlan(const OpContext& ctx, bool to_space) {
     return NodeError(ctx, "input has shape {}, expected rank 4 (N, C, H, W)",
                      ShapeToString(x.shape()));
   const int64_t b = ctx.attr_int("blocksize", 0);
-  if (b <= 0) return NodeError(ctx, "blocksize {} must be positive", b);
+  // b * b must not overflow: no real block is wider than 2^31.
+  if (b <= 0 || b > (int64_t{1} << 31))
+    return NodeError(ctx, "blocksize {} must be in [1, 2^31]", b);
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   if (to_space) {
     if (c % (b * b) != 0)
