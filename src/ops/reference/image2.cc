@@ -215,7 +215,9 @@ struct RoiSample {
 
 RoiSample BilinearSample(double y, double x, int64_t height, int64_t width) {
   RoiSample s;
-  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width))
+  // NaN coordinates (NaN or infinite roi boxes) sample nothing, like points outside.
+  if (!(y >= -1.0 && y <= static_cast<double>(height) && x >= -1.0 &&
+        x <= static_cast<double>(width)))
     return s;
   y = std::max(y, 0.0);
   x = std::max(x, 0.0);
