@@ -24,6 +24,7 @@ void SetupConvert(CLI::App& sub, Action* action);
 void SetupVerify(CLI::App& sub, Action* action);
 void SetupGolden(CLI::App& sub, Action* action);
 void SetupBench(CLI::App& sub, Action* action);
+void SetupPrep(CLI::App& sub, Action* action);
 void SetupCalibrate(CLI::App& sub, Action* action);
 void SetupQuantize(CLI::App& sub, Action* action);
 void SetupBuild(CLI::App& sub, Action* action);

@@ -36,6 +36,8 @@ constexpr CommandRow kCommands[] = {
      ferry::cli::SetupGolden},
     {"bench", "Time a model: cold start, first run, warm percentiles, throughput, peak memory",
      ferry::cli::SetupBench},
+    {"prep", "Preprocessing spec: images to input tensors (run), parity with Pillow/OpenCV (check)",
+     ferry::cli::SetupPrep},
     {"calibrate", "Gather activation ranges on calibration data into a calibration table (JSON)",
      ferry::cli::SetupCalibrate},
     {"quantize", "Quantize to int8: static QDQ (calibrated) or dynamic; reports accuracy and size",

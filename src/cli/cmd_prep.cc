@@ -1,0 +1,118 @@
+// ferry prep run SPEC IMAGE... -o DIR | ferry prep check SPEC --images DIR|FILE...
+// The work is in src/prep (Preprocess, Check); this file parses, renders, exits.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "prep/check.h"
+#include "prep/pipeline.h"
+
+#ifndef FERRY_SOURCE_DIR
+#define FERRY_SOURCE_DIR "."
+#endif
+
+namespace ferry::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string spec;
+  std::vector<std::string> images;
+  std::string out;
+  bool json = false;
+};
+
+struct CheckOpts {
+  std::string spec;
+  std::vector<std::string> images;
+  std::string python;
+  std::string script;
+  bool json = false;
+};
+
+int RunPrepRun(const RunOptions& o) {
+  auto spec = prep::LoadSpec(o.spec);
+  if (!spec.ok()) return ReportError(spec.status());
+  auto images = prep::ExpandImages(o.images);
+  if (!images.ok()) return ReportError(images.status());
+  auto tensors = prep::PreprocessFiles(*spec, *images);
+  if (!tensors.ok()) return ReportError(tensors.status());
+  std::vector<std::string> written;
+  Status st = prep::WriteTensors(*tensors, o.out, &written);
+  if (!st.ok()) return ReportError(st);
+  std::string text;
+  if (o.json) {
+    text = "{\"tensors\": [";
+    for (size_t i = 0; i < tensors->size(); ++i) {
+      const auto& t = (*tensors)[i];
+      text +=
+          fmt::format("{}{{\"name\": \"{}\", \"file\": \"{}\", \"dtype\": \"{}\", \"shape\": {}}}",
+                      i ? ", " : "", t.name, written[i], DTypeName(t.tensor.dtype()),
+                      ShapeToString(t.tensor.shape()));
+    }
+    text += "]}\n";
+  } else {
+    for (size_t i = 0; i < tensors->size(); ++i) {
+      const auto& t = (*tensors)[i];
+      text += fmt::format("{} {} {} -> {}\n", t.name, DTypeName(t.tensor.dtype()),
+                          ShapeToString(t.tensor.shape()), written[i]);
+    }
+  }
+  PrintOut(text);
+  return 0;
+}
+
+// The venv's python: $FERRY_PYTHON, else .venv/bin/python in the current folder or the source tree.
+std::string DefaultPython() {
+  if (const char* p = std::getenv("FERRY_PYTHON")) return p;
+  std::error_code ec;
+  if (std::filesystem::exists(".venv/bin/python", ec)) return ".venv/bin/python";
+  return std::string(FERRY_SOURCE_DIR) + "/.venv/bin/python";
+}
+
+int RunPrepCheck(const CheckOpts& o) {
+  prep::CheckOptions c;
+  c.spec_path = o.spec;
+  c.images = o.images;
+  c.python = o.python.empty() ? DefaultPython() : o.python;
+  c.script =
+      o.script.empty() ? std::string(FERRY_SOURCE_DIR) + "/tools/prep_reference.py" : o.script;
+  auto r = prep::Check(c);
+  if (!r.ok()) return ReportError(r.status());
+  PrintOut(o.json ? prep::FormatCheckJson(*r) : prep::FormatCheckText(*r));
+  return r->ok ? 0 : 1;
+}
+
+}  // namespace
+
+void SetupPrep(CLI::App& sub, Action* action) {
+  sub.require_subcommand(1);
+  auto ro = std::make_shared<RunOptions>();
+  CLI::App* run = sub.add_subcommand(
+      "run", "Images through the spec: one .npy per model input, the images stacked as a batch");
+  run->add_option("spec", ro->spec, "Preprocessing spec (YAML or JSON)")->required();
+  run->add_option("images", ro->images, "Image files (PNG, JPEG) or folders of them")->required();
+  run->add_option("-o,--out", ro->out, "Output folder (<input>.npy per input)")->required();
+  run->add_flag("--json", ro->json, "Print one JSON document");
+  run->callback([ro, action] { *action = [ro] { return RunPrepRun(*ro); }; });
+
+  auto co = std::make_shared<CheckOpts>();
+  CLI::App* check = sub.add_subcommand(
+      "check",
+      "Compare the spec's tensors with the library its filter names (Pillow or OpenCV); exit 1 "
+      "beyond tolerance");
+  check->add_option("spec", co->spec, "Preprocessing spec (YAML or JSON)")->required();
+  check->add_option("--images", co->images, "Image files or folders")->required();
+  check->add_option("--python", co->python,
+                    "Python with Pillow and OpenCV (default: $FERRY_PYTHON, else the project "
+                    ".venv)");
+  check->add_option("--reference-script", co->script,
+                    "The reference pipeline (default: tools/prep_reference.py of the source tree)");
+  check->add_flag("--json", co->json, "Print one JSON document");
+  check->callback([co, action] { *action = [co] { return RunPrepCheck(*co); }; });
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,194 @@
+// The image pipeline (prep/pipeline.h). Float conversion compiles with -ffp-contract=off so
+// (x * scale - mean) / std rounds like the NumPy float32 reference, step by step.
+#include "prep/pipeline.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/npy.h"
+#include "prep/resize.h"
+
+namespace ferry::prep {
+
+namespace {
+
+// torchvision's Resize(int): the shorter side becomes n, the longer int(n * long / short).
+std::pair<int64_t, int64_t> ShorterSide(int64_t h, int64_t w, int64_t n) {
+  if (w <= h) {
+    int64_t long_side = static_cast<int64_t>(static_cast<double>(n * h) / static_cast<double>(w));
+    return {long_side, n};
+  }
+  int64_t long_side = static_cast<int64_t>(static_cast<double>(n * w) / static_cast<double>(h));
+  return {n, long_side};
+}
+
+// Python's round() (ties to even) of a non-negative half-integer or integer.
+int64_t RoundHalfEven(int64_t twice) {
+  int64_t q = twice / 2;
+  if (twice % 2 == 0) return q;
+  return q % 2 == 0 ? q : q + 1;
+}
+
+}  // namespace
+
+Image ToGray(const Image& rgb, Library library) {
+  Image out(rgb.height, rgb.width, 1);
+  const size_t n = static_cast<size_t>(rgb.height * rgb.width);
+  const uint8_t* s = rgb.pixels.data();
+  uint8_t* d = out.pixels.data();
+  for (size_t i = 0; i < n; ++i, s += 3) {
+    if (library == Library::kPil)
+      d[i] = static_cast<uint8_t>((s[0] * 19595 + s[1] * 38470 + s[2] * 7471 + 0x8000) >> 16);
+    else
+      d[i] = static_cast<uint8_t>((s[0] * 9798 + s[1] * 19235 + s[2] * 3735 + (1 << 14)) >> 15);
+  }
+  return out;
+}
+
+Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
+                               const std::string& what) {
+  const Image* img = &decoded;
+  Image tmp;
+  if (spec.color == Color::kGray && decoded.channels == 3) {
+    tmp = ToGray(decoded, spec.library);
+    img = &tmp;
+  }
+  if (spec.resize) {
+    int64_t h = spec.resize->height, w = spec.resize->width;
+    if (spec.resize->shorter_side) {
+      auto hw = ShorterSide(img->height, img->width, spec.resize->shorter_side);
+      h = hw.first;
+      w = hw.second;
+    }
+    if (h < 1 || w < 1 || h > 65536 || w > 65536)
+      return InvalidError("{}: resize to {}x{} out of range (1..65536)", what, h, w);
+    if (h != img->height || w != img->width) {
+      tmp = Resize(*img, h, w, spec.resize->filter);
+      img = &tmp;
+    }
+  }
+  int64_t top = 0, left = 0, oh = img->height, ow = img->width;
+  if (spec.crop_height) {
+    if (spec.crop_height > img->height || spec.crop_width > img->width)
+      return InvalidError("{}: crop.center [{}, {}] is larger than the image ({}x{} after resize)",
+                          what, spec.crop_height, spec.crop_width, img->height, img->width);
+    // torchvision's CenterCrop: int(round((size - crop) / 2.0)), Python's ties-to-even round.
+    top = RoundHalfEven(img->height - spec.crop_height);
+    left = RoundHalfEven(img->width - spec.crop_width);
+    oh = spec.crop_height;
+    ow = spec.crop_width;
+  }
+  // Output channels: src channel per output channel (gray sources replicate for rgb/bgr).
+  const int64_t oc = spec.color == Color::kGray ? 1 : 3;
+  int64_t src_c[3] = {0, 0, 0};
+  if (img->channels == 3) {
+    if (spec.color == Color::kBgr) {
+      src_c[0] = 2, src_c[2] = 0, src_c[1] = 1;
+    } else {
+      src_c[0] = 0, src_c[1] = 1, src_c[2] = 2;
+    }
+  }
+  Shape shape = spec.layout == Layout::kChw ? Shape{oc, oh, ow} : Shape{oh, ow, oc};
+  if (spec.batch) shape.insert(shape.begin(), 1);
+  Tensor t = Tensor::Uninitialized(spec.dtype, shape);
+  const int64_t ic = img->channels;
+  auto index = [&](int64_t y, int64_t x, int64_t c) {
+    return spec.layout == Layout::kChw ? (c * oh + y) * ow + x : (y * ow + x) * oc + c;
+  };
+  if (spec.dtype == DType::kUint8) {
+    uint8_t* d = t.data<uint8_t>();
+    for (int64_t y = 0; y < oh; ++y) {
+      const uint8_t* s = img->row(y + top) + left * ic;
+      for (int64_t x = 0; x < ow; ++x)
+        for (int64_t c = 0; c < oc; ++c) d[index(y, x, c)] = s[x * ic + src_c[c]];
+    }
+    return t;
+  }
+  float scale = static_cast<float>(spec.scale);
+  float mean[3] = {0, 0, 0}, stdv[3] = {1, 1, 1};
+  for (int64_t c = 0; c < oc; ++c) {
+    if (!spec.mean.empty()) mean[c] = static_cast<float>(spec.mean[spec.mean.size() == 1 ? 0 : c]);
+    if (!spec.std.empty()) stdv[c] = static_cast<float>(spec.std[spec.std.size() == 1 ? 0 : c]);
+  }
+  const bool has_mean = !spec.mean.empty(), has_std = !spec.std.empty();
+  float* d = t.data<float>();
+  for (int64_t y = 0; y < oh; ++y) {
+    const uint8_t* s = img->row(y + top) + left * ic;
+    for (int64_t x = 0; x < ow; ++x)
+      for (int64_t c = 0; c < oc; ++c) {
+        float v = static_cast<float>(s[x * ic + src_c[c]]) * scale;
+        if (has_mean) v = v - mean[c];
+        if (has_std) v = v / stdv[c];
+        d[index(y, x, c)] = v;
+      }
+  }
+  return t;
+}
+
+Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what) {
+  DecodeOptions o;
+  o.apply_exif = spec.exif == ExifMode::kApply;
+  o.max_pixels = spec.max_pixels;
+  FERRY_ASSIGN_OR_RETURN(Image img, DecodeImage(bytes, o, what));
+  return PreprocessImage(spec, img, what);
+}
+
+Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
+                                                 const std::vector<std::string>& paths) {
+  if (paths.empty()) return InvalidError("no images given");
+  std::vector<std::vector<Tensor>> per_input(spec.inputs.size());
+  for (const auto& path : paths) {
+    FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      FERRY_ASSIGN_OR_RETURN(Tensor t, Preprocess(spec.inputs[i].image, bytes, path));
+      per_input[i].push_back(std::move(t));
+    }
+  }
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const InputSpec& in = spec.inputs[i];
+    std::vector<Tensor>& ts = per_input[i];
+    if (!in.image.batch && ts.size() > 1)
+      return InvalidError("input '{}' has no batch axis (batch: false) but {} images were given",
+                          in.name, ts.size());
+    const Shape& first = ts[0].shape();
+    for (size_t k = 1; k < ts.size(); ++k)
+      if (ts[k].shape() != first)
+        return InvalidError(
+            "input '{}': '{}' gives shape {} but '{}' gives {}; images stack into one batch only "
+            "with equal shapes (resize to a fixed size, or crop)",
+            in.name, paths[k], ShapeToString(ts[k].shape()), paths[0], ShapeToString(first));
+    if (ts.size() == 1) {
+      out.push_back({in.name, ts[0]});
+      continue;
+    }
+    Shape shape = first;
+    shape[0] = static_cast<int64_t>(ts.size());
+    Tensor stacked = Tensor::Uninitialized(first.empty() ? in.image.dtype : ts[0].dtype(), shape);
+    char* d = static_cast<char*>(stacked.raw());
+    for (const Tensor& t : ts) {
+      std::memcpy(d, t.raw(), t.nbytes());
+      d += t.nbytes();
+    }
+    out.push_back({in.name, std::move(stacked)});
+  }
+  return out;
+}
+
+Status WriteTensors(const std::vector<NamedTensor>& tensors, const std::string& dir,
+                    std::vector<std::string>* written) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return InvalidError("cannot create output folder '{}': {}", dir, ec.message());
+  for (const auto& nt : tensors) {
+    std::string file = nt.name;
+    for (char& ch : file)
+      if (ch == '/' || ch == ':') ch = '_';
+    std::string path = (std::filesystem::path(dir) / (file + ".npy")).string();
+    FERRY_RETURN_IF_ERROR(WriteFileAtomic(path, SerializeNpy(nt.tensor)));
+    if (written) written->push_back(path);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ferry::prep

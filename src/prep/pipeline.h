@@ -1,0 +1,48 @@
+// The image pipeline: encoded bytes -> decode -> colour -> resize -> center crop -> dtype,
+// scale, mean/std -> layout (+ batch axis) -> a ferry::Tensor.
+// Reentrant: no globals; a Spec may be shared read-only by many threads running Preprocess.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "prep/image.h"
+#include "prep/spec.h"
+
+namespace ferry::prep {
+
+// One image through one input's steps. With spec.batch the tensor has a leading axis of 1.
+// `what` names the source in messages. kInvalid for undecodable bytes or a crop larger than
+// the (resized) image.
+Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what);
+
+// The steps after decoding (exposed for tests): colour, resize, crop, to the output tensor.
+Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
+                               const std::string& what);
+
+// Gray from RGB as the library computes it (ITU-R 601-2 luma in fixed point): Pillow's
+// convert("L") (19595, 38470, 7471 >> 16) or OpenCV 5's cvtColor(RGB2GRAY) (9798, 19235, 3735
+// >> 15; measured equal on 200,000 random colours).
+Image ToGray(const Image& rgb, Library library);
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+// Every file through every input of the spec, stacked on the batch axis: one tensor per input.
+// kInvalid when a file fails, or when the images' tensors differ in shape (use a fixed size or
+// a crop), or when an input without a batch axis gets more than one file.
+Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
+                                                 const std::vector<std::string>& paths);
+
+// Writes `<dir>/<name>.npy` per tensor (temp file + rename each; the folder is created).
+// A name with '/' or ':' is written with those characters as '_'.
+Status WriteTensors(const std::vector<NamedTensor>& tensors, const std::string& dir,
+                    std::vector<std::string>* written);
+
+}  // namespace ferry::prep

@@ -1,0 +1,391 @@
+// The spec parser: YAML (or JSON) to prep::Spec, every key validated with its line.
+#include "prep/spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/npy.h"
+
+namespace ferry::prep {
+
+namespace {
+
+struct FilterRow {
+  Filter id;
+  const char* name;
+  Library library;
+};
+constexpr FilterRow kFilters[] = {
+#define FERRY_PREP_FILTER(id, name, library) {Filter::id, name, Library::library},
+#include "prep/filters.inc"
+#undef FERRY_PREP_FILTER
+};
+static_assert(sizeof(kFilters) / sizeof(kFilters[0]) == kNumFilters);
+
+std::string Join(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+std::string Describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar:
+      return fmt::format("'{}'", n.Scalar());
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "nothing";
+  }
+}
+
+struct Entry {
+  YAML::Node node;
+  int line = 0;
+};
+using Map = std::map<std::string, Entry>;
+
+class Parser {
+ public:
+  explicit Parser(std::string file) : file_(std::move(file)) {}
+
+  Status Error(int line, const std::string& key, const std::string& what) const {
+    if (key.empty()) return InvalidError("{}:{}: {}", file_, line, what);
+    return InvalidError("{}:{}: {}: {}", file_, line, key, what);
+  }
+  Status Expected(const Entry& e, const std::string& key, const std::string& what) const {
+    return Error(e.line, key, fmt::format("expected {}, got {}", what, Describe(e.node)));
+  }
+  static int LineOf(const YAML::Node& n, int fallback) {
+    YAML::Mark m = n.Mark();
+    return m.is_null() ? fallback : m.line + 1;
+  }
+
+  // `e` as a mapping whose keys are all in `allowed` (unknown keys and duplicates refused).
+  Result<Map> Open(const Entry& e, const std::string& path,
+                   const std::vector<std::string>& allowed) const {
+    Map out;
+    if (!e.node.IsMap()) return Expected(e, path.empty() ? "spec" : path, "a mapping");
+    for (auto it = e.node.begin(); it != e.node.end(); ++it) {
+      int line = LineOf(it->first, e.line);
+      if (!it->first.IsScalar()) return Error(line, path, "keys must be plain names");
+      std::string key = it->first.Scalar();
+      std::string full = Join(path, key);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        return Error(line, full, fmt::format("unknown key (expected one of: {})", list));
+      }
+      if (out.count(key)) return Error(line, full, "given twice");
+      out[key] = Entry{it->second, LineOf(it->second, line)};
+    }
+    return out;
+  }
+
+  Result<Entry> Required(const Map& m, const std::string& key, const std::string& path,
+                         int line) const {
+    auto it = m.find(key);
+    if (it == m.end()) return Error(line, Join(path, key), "missing (required)");
+    return it->second;
+  }
+  static const Entry* Optional(const Map& m, const std::string& key) {
+    auto it = m.find(key);
+    return it == m.end() ? nullptr : &it->second;
+  }
+
+  Result<std::string> String(const Entry& e, const std::string& key) const {
+    if (!e.node.IsScalar() || e.node.Scalar().empty()) return Expected(e, key, "a string");
+    return e.node.Scalar();
+  }
+  // One of `choices` (listed in the error).
+  Result<std::string> Choice(const Entry& e, const std::string& key,
+                             const std::vector<std::string>& choices) const {
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
+    if (!e.node.IsScalar()) return Expected(e, key, list);
+    const std::string& s = e.node.Scalar();
+    if (std::find(choices.begin(), choices.end(), s) == choices.end())
+      return Expected(e, key, list);
+    return s;
+  }
+  Result<double> Number(const Entry& e, const std::string& key) const {
+    if (!e.node.IsScalar()) return Expected(e, key, "a number");
+    const std::string& s = e.node.Scalar();
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v)) return Expected(e, key, "a number");
+    return v;
+  }
+  Result<int64_t> Int(const Entry& e, const std::string& key, int64_t min, int64_t max) const {
+    std::string what = fmt::format("an integer in [{}, {}]", min, max);
+    if (!e.node.IsScalar()) return Expected(e, key, what);
+    const std::string& s = e.node.Scalar();
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno != 0 || v < min || v > max)
+      return Expected(e, key, what);
+    return static_cast<int64_t>(v);
+  }
+  Result<bool> Bool(const Entry& e, const std::string& key) const {
+    if (e.node.IsScalar()) {
+      const std::string& s = e.node.Scalar();
+      if (s == "true") return true;
+      if (s == "false") return false;
+    }
+    return Expected(e, key, "true|false");
+  }
+  // A list of `n` (or, when n == 0, 1 to 4) numbers.
+  Result<std::vector<double>> Numbers(const Entry& e, const std::string& key, size_t n) const {
+    std::string what = n ? fmt::format("a list of {} numbers", n) : "a list of 1 to 4 numbers";
+    if (!e.node.IsSequence()) return Expected(e, key, what);
+    size_t count = e.node.size();
+    if (n ? count != n : (count < 1 || count > 4))
+      return Error(e.line, key, fmt::format("expected {}, got {} items", what, count));
+    std::vector<double> out;
+    for (size_t i = 0; i < count; ++i) {
+      Entry item{e.node[i], LineOf(e.node[i], e.line)};
+      FERRY_ASSIGN_OR_RETURN(double v, Number(item, fmt::format("{}[{}]", key, i)));
+      out.push_back(v);
+    }
+    return out;
+  }
+  // [H, W], each in [1, 65536].
+  Result<std::pair<int64_t, int64_t>> Size(const Entry& e, const std::string& key) const {
+    if (!e.node.IsSequence() || e.node.size() != 2)
+      return Expected(e, key, "[H, W] (two integers)");
+    int64_t hw[2];
+    for (size_t i = 0; i < 2; ++i) {
+      Entry item{e.node[i], LineOf(e.node[i], e.line)};
+      FERRY_ASSIGN_OR_RETURN(hw[i], Int(item, fmt::format("{}[{}]", key, i), 1, 65536));
+    }
+    return std::make_pair(hw[0], hw[1]);
+  }
+
+  Result<Spec> Top(const YAML::Node& root) {
+    Spec spec;
+    spec.path = file_;
+    if (root.IsNull()) return Error(1, "", "empty spec (expected a mapping with `inputs`)");
+    FERRY_ASSIGN_OR_RETURN(Map top, Open(Entry{root, 1}, "", {"version", "inputs"}));
+    if (auto* v = Optional(top, "version")) {
+      FERRY_ASSIGN_OR_RETURN(int64_t version, Int(*v, "version", 1, 1));
+      (void)version;
+    }
+    FERRY_ASSIGN_OR_RETURN(Entry inputs, Required(top, "inputs", "", 1));
+    if (!inputs.node.IsSequence() || inputs.node.size() == 0)
+      return Expected(inputs, "inputs", "a non-empty list");
+    for (size_t i = 0; i < inputs.node.size(); ++i) {
+      std::string path = fmt::format("inputs[{}]", i);
+      Entry item{inputs.node[i], LineOf(inputs.node[i], inputs.line)};
+      FERRY_ASSIGN_OR_RETURN(InputSpec in, Input(item, path));
+      for (const auto& other : spec.inputs)
+        if (other.name == in.name)
+          return Error(item.line, path + ".name", fmt::format("'{}' given twice", in.name));
+      spec.inputs.push_back(std::move(in));
+    }
+    return spec;
+  }
+
+  Result<InputSpec> Input(const Entry& e, const std::string& path) {
+    InputSpec in;
+    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path, {"name", "image"}));
+    FERRY_ASSIGN_OR_RETURN(Entry name, Required(m, "name", path, e.line));
+    FERRY_ASSIGN_OR_RETURN(in.name, String(name, path + ".name"));
+    bool ok_name = in.name.size() <= 128;
+    for (char c : in.name)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+            c == ':' || c == '/'))
+        ok_name = false;
+    if (!ok_name || in.name == "." || in.name == "..")
+      return Expected(name, path + ".name", "letters, digits, _ - . : / (at most 128)");
+    FERRY_ASSIGN_OR_RETURN(Entry image, Required(m, "image", path, e.line));
+    FERRY_ASSIGN_OR_RETURN(in.image, Image(image, path + ".image"));
+    return in;
+  }
+
+  Result<ImageSpec> Image(const Entry& e, const std::string& path) {
+    ImageSpec s;
+    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path,
+                                       {"decode", "color", "library", "resize", "crop", "scale",
+                                        "mean", "std", "layout", "batch", "dtype"}));
+    // decode: exif is stated, never implied.
+    FERRY_ASSIGN_OR_RETURN(Entry decode, Required(m, "decode", path, e.line));
+    std::string dpath = path + ".decode";
+    FERRY_ASSIGN_OR_RETURN(Map d, Open(decode, dpath, {"exif", "max_pixels"}));
+    FERRY_ASSIGN_OR_RETURN(Entry exif, Required(d, "exif", dpath, decode.line));
+    FERRY_ASSIGN_OR_RETURN(std::string ex, Choice(exif, dpath + ".exif", {"apply", "ignore"}));
+    s.exif = ex == "apply" ? ExifMode::kApply : ExifMode::kIgnore;
+    if (auto* mp = Optional(d, "max_pixels")) {
+      FERRY_ASSIGN_OR_RETURN(s.max_pixels, Int(*mp, dpath + ".max_pixels", 1, int64_t{1} << 40));
+    }
+    FERRY_ASSIGN_OR_RETURN(Entry color, Required(m, "color", path, e.line));
+    FERRY_ASSIGN_OR_RETURN(std::string c, Choice(color, path + ".color", {"rgb", "bgr", "gray"}));
+    s.color = c == "rgb" ? Color::kRgb : c == "bgr" ? Color::kBgr : Color::kGray;
+    if (auto* r = Optional(m, "resize")) {
+      std::string rpath = path + ".resize";
+      FERRY_ASSIGN_OR_RETURN(Map rm, Open(*r, rpath, {"size", "shorter_side", "filter"}));
+      ResizeSpec rs;
+      const Entry* size = Optional(rm, "size");
+      const Entry* shorter = Optional(rm, "shorter_side");
+      if ((size != nullptr) == (shorter != nullptr))
+        return Error(r->line, rpath, "expected exactly one of size: [H, W] and shorter_side: N");
+      if (size) {
+        FERRY_ASSIGN_OR_RETURN(auto hw, Size(*size, rpath + ".size"));
+        rs.height = hw.first;
+        rs.width = hw.second;
+      } else {
+        FERRY_ASSIGN_OR_RETURN(rs.shorter_side, Int(*shorter, rpath + ".shorter_side", 1, 65536));
+      }
+      FERRY_ASSIGN_OR_RETURN(Entry filter, Required(rm, "filter", rpath, r->line));
+      std::vector<std::string> names;
+      for (const auto& f : kFilters) names.push_back(f.name);
+      FERRY_ASSIGN_OR_RETURN(std::string fname, Choice(filter, rpath + ".filter", names));
+      rs.filter = *ParseFilter(fname);
+      s.library = FilterLibrary(rs.filter);
+      s.resize = rs;
+    }
+    if (auto* lib = Optional(m, "library")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*lib, path + ".library", {"pil", "cv2"}));
+      Library l = v == "pil" ? Library::kPil : Library::kCv2;
+      if (s.resize && l != s.library)
+        return Error(
+            lib->line, path + ".library",
+            fmt::format("'{}' disagrees with resize.filter '{}'", v, FilterName(s.resize->filter)));
+      s.library = l;
+    }
+    if (auto* cr = Optional(m, "crop")) {
+      std::string cpath = path + ".crop";
+      FERRY_ASSIGN_OR_RETURN(Map cm, Open(*cr, cpath, {"center"}));
+      FERRY_ASSIGN_OR_RETURN(Entry center, Required(cm, "center", cpath, cr->line));
+      FERRY_ASSIGN_OR_RETURN(auto hw, Size(center, cpath + ".center"));
+      s.crop_height = hw.first;
+      s.crop_width = hw.second;
+    }
+    if (auto* l = Optional(m, "layout")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*l, path + ".layout", {"hwc", "chw"}));
+      s.layout = v == "hwc" ? Layout::kHwc : Layout::kChw;
+    }
+    if (auto* b = Optional(m, "batch")) {
+      FERRY_ASSIGN_OR_RETURN(s.batch, Bool(*b, path + ".batch"));
+    }
+    if (auto* t = Optional(m, "dtype")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*t, path + ".dtype", {"float32", "uint8"}));
+      s.dtype = v == "uint8" ? DType::kUint8 : DType::kFloat;
+    }
+    const int channels = s.color == Color::kGray ? 1 : 3;
+    for (const char* key : {"scale", "mean", "std"}) {
+      auto* k = Optional(m, key);
+      if (!k) continue;
+      std::string kpath = Join(path, key);
+      if (s.dtype != DType::kFloat)
+        return Error(k->line, kpath, "only with dtype float32 (uint8 keeps the pixels)");
+      if (std::string(key) == "scale") {
+        FERRY_ASSIGN_OR_RETURN(s.scale, Number(*k, kpath));
+        if (s.scale == 0) return Expected(*k, kpath, "a non-zero number");
+        continue;
+      }
+      FERRY_ASSIGN_OR_RETURN(std::vector<double> v, Numbers(*k, kpath, 0));
+      if (v.size() != 1 && static_cast<int>(v.size()) != channels)
+        return Error(k->line, kpath,
+                     fmt::format("expected 1 or {} values (one per channel of color '{}'), got {}",
+                                 channels, c, v.size()));
+      if (std::string(key) == "std") {
+        for (double x : v)
+          if (x == 0) return Error(k->line, kpath, "a std of 0 divides by zero");
+        s.std = v;
+      } else {
+        s.mean = v;
+      }
+    }
+    return s;
+  }
+
+ private:
+  std::string file_;
+};
+
+const char* LibraryName(Library l) {
+  return l == Library::kPil ? "pil" : "cv2";
+}
+
+}  // namespace
+
+const char* FilterName(Filter f) {
+  return kFilters[static_cast<int>(f)].name;
+}
+Library FilterLibrary(Filter f) {
+  return kFilters[static_cast<int>(f)].library;
+}
+std::optional<Filter> ParseFilter(const std::string& name) {
+  for (const auto& f : kFilters)
+    if (name == f.name) return f.id;
+  return std::nullopt;
+}
+
+Result<Spec> ParseSpec(const std::string& text, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+    return InvalidError("{}:{}: not valid YAML: {}", path, line, e.msg);
+  }
+  Parser p(path);
+  try {
+    return p.Top(root);
+  } catch (const YAML::Exception& e) {
+    int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+    return InvalidError("{}:{}: {}", path, line, e.msg);
+  }
+}
+
+Result<Spec> LoadSpec(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return InvalidError("spec '{}': no such file", path);
+  FERRY_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(path));
+  return ParseSpec(text, path);
+}
+
+std::string SpecToJson(const Spec& spec) {
+  nlohmann::json j;
+  j["version"] = 1;
+  j["inputs"] = nlohmann::json::array();
+  for (const auto& in : spec.inputs) {
+    const ImageSpec& s = in.image;
+    nlohmann::json im;
+    im["decode"] = {{"exif", s.exif == ExifMode::kApply ? "apply" : "ignore"},
+                    {"max_pixels", s.max_pixels}};
+    im["color"] = s.color == Color::kRgb ? "rgb" : s.color == Color::kBgr ? "bgr" : "gray";
+    im["library"] = LibraryName(s.library);
+    if (s.resize) {
+      nlohmann::json r;
+      if (s.resize->shorter_side)
+        r["shorter_side"] = s.resize->shorter_side;
+      else
+        r["size"] = {s.resize->height, s.resize->width};
+      r["filter"] = FilterName(s.resize->filter);
+      im["resize"] = r;
+    }
+    if (s.crop_height) im["crop"] = {{"center", {s.crop_height, s.crop_width}}};
+    if (s.dtype == DType::kFloat) {
+      im["scale"] = s.scale;
+      if (!s.mean.empty()) im["mean"] = s.mean;
+      if (!s.std.empty()) im["std"] = s.std;
+    }
+    im["layout"] = s.layout == Layout::kHwc ? "hwc" : "chw";
+    im["batch"] = s.batch;
+    im["dtype"] = s.dtype == DType::kUint8 ? "uint8" : "float32";
+    j["inputs"].push_back({{"name", in.name}, {"image", im}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ferry::prep

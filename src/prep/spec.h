@@ -1,0 +1,85 @@
+// The preprocessing spec (src/prep/README.md): per model input, the steps from encoded bytes to
+// the tensor the model takes. This increment: image inputs only.
+// A parsed Spec is immutable and may be shared read-only by any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace ferry::prep {
+
+// Resize filters, each named after the library whose numbers it reproduces (prep/filters.inc).
+enum class Filter : int {
+#define FERRY_PREP_FILTER(id, name, library) id,
+#include "prep/filters.inc"
+#undef FERRY_PREP_FILTER
+};
+inline constexpr int kNumFilters = 0
+#define FERRY_PREP_FILTER(id, name, library) +1
+#include "prep/filters.inc"
+#undef FERRY_PREP_FILTER
+    ;
+static_assert(kNumFilters == 10, "filters.inc: update kNumFilters' users (README, tests)");
+
+enum class Library { kPil, kCv2 };
+
+// "pil_bilinear" for Filter::kPilBilinear.
+const char* FilterName(Filter f);
+// Which library's arithmetic the filter reproduces (and the colour conversions that go with it).
+Library FilterLibrary(Filter f);
+std::optional<Filter> ParseFilter(const std::string& name);
+
+enum class ExifMode { kApply, kIgnore };
+enum class Color { kRgb, kBgr, kGray };
+enum class Layout { kHwc, kChw };
+
+struct ResizeSpec {
+  // Exactly one of size ([H, W]) and shorter_side (> 0: the shorter side becomes N, the other
+  // scaled to keep the aspect ratio, the longer side int(N * long / short), as torchvision computes
+  // it).
+  int64_t height = 0, width = 0;
+  int64_t shorter_side = 0;
+  Filter filter = Filter::kPilBilinear;
+};
+
+struct ImageSpec {
+  ExifMode exif = ExifMode::kApply;
+  int64_t max_pixels = 100'000'000;  // a larger header is refused before allocating
+  Color color = Color::kRgb;
+  // `library`: whose gray conversion (and, without a resize, whose decoder `ferry prep check`
+  // compares against): the resize filter's, else as given, else Pillow.
+  Library library = Library::kPil;
+  std::optional<ResizeSpec> resize;
+  int64_t crop_height = 0, crop_width = 0;  // center crop, 0: none
+  // Float conversion: (pixel * scale - mean[c]) / std[c] in float32 (dtype float32 only).
+  double scale = 1.0;
+  std::vector<double> mean, std;  // empty, or one value per output channel (1 broadcasts)
+  Layout layout = Layout::kChw;
+  bool batch = true;  // a leading batch axis
+  DType dtype = DType::kFloat;
+};
+
+struct InputSpec {
+  std::string name;
+  ImageSpec image;
+};
+
+struct Spec {
+  std::string path;  // the file, for messages
+  std::vector<InputSpec> inputs;
+};
+
+// Parses a spec (YAML, or JSON). Every key is validated; an error is one line
+// `PATH:LINE: KEY.PATH: problem` (kInvalid, exit 3).
+Result<Spec> ParseSpec(const std::string& text, const std::string& path);
+Result<Spec> LoadSpec(const std::string& path);
+
+// The spec as one JSON document, every default filled in (what the reference script reads).
+std::string SpecToJson(const Spec& spec);
+
+}  // namespace ferry::prep

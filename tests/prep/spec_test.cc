@@ -1,0 +1,274 @@
+// The prep spec parser: every key validated, one error line `SPEC:LINE: KEY.PATH: problem`;
+// and the small parsers beside it (EXIF Orientation, format sniffing, hostile image bytes).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/status.h"
+#include "prep/image.h"
+#include "prep/pipeline.h"
+#include "prep/spec.h"
+
+namespace ferry::prep {
+namespace {
+
+constexpr const char* kFull = R"(version: 1
+inputs:
+  - name: pixel_values
+    image:
+      decode: {exif: ignore, max_pixels: 5000000}
+      color: bgr
+      resize: {shorter_side: 256, filter: cv2_area}
+      crop: {center: [224, 224]}
+      scale: 0.00392156862745098
+      mean: [0.485, 0.456, 0.406]
+      std: [0.229, 0.224, 0.225]
+      layout: hwc
+      batch: false
+      dtype: float32
+  - name: thumb
+    image:
+      decode: {exif: apply}
+      color: gray
+      resize: {size: [32, 48], filter: pil_lanczos}
+      dtype: uint8
+)";
+
+// The error message of parsing `text` (empty when it parses).
+std::string ErrorOf(const std::string& text) {
+  auto r = ParseSpec(text, "spec.yaml");
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalid);
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << "one line";
+  return r.status().message();
+}
+
+std::string Minimal(const std::string& image_extra) {
+  return "inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n      color: rgb\n" +
+         image_extra;
+}
+
+TEST(PrepSpec, ParsesEveryKey) {
+  auto r = ParseSpec(kFull, "spec.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->inputs.size(), 2u);
+  const ImageSpec& a = r->inputs[0].image;
+  EXPECT_EQ(r->inputs[0].name, "pixel_values");
+  EXPECT_EQ(a.exif, ExifMode::kIgnore);
+  EXPECT_EQ(a.max_pixels, 5000000);
+  EXPECT_EQ(a.color, Color::kBgr);
+  ASSERT_TRUE(a.resize.has_value());
+  EXPECT_EQ(a.resize->shorter_side, 256);
+  EXPECT_EQ(a.resize->filter, Filter::kCv2Area);
+  EXPECT_EQ(a.library, Library::kCv2);
+  EXPECT_EQ(a.crop_height, 224);
+  EXPECT_EQ(a.crop_width, 224);
+  EXPECT_DOUBLE_EQ(a.scale, 0.00392156862745098);
+  EXPECT_EQ(a.mean.size(), 3u);
+  EXPECT_EQ(a.std.size(), 3u);
+  EXPECT_EQ(a.layout, Layout::kHwc);
+  EXPECT_FALSE(a.batch);
+  EXPECT_EQ(a.dtype, DType::kFloat);
+  const ImageSpec& b = r->inputs[1].image;
+  EXPECT_EQ(b.color, Color::kGray);
+  EXPECT_EQ(b.resize->height, 32);
+  EXPECT_EQ(b.resize->width, 48);
+  EXPECT_EQ(b.library, Library::kPil);
+  EXPECT_EQ(b.dtype, DType::kUint8);
+  EXPECT_EQ(b.layout, Layout::kChw);  // the default
+  EXPECT_TRUE(b.batch);
+}
+
+TEST(PrepSpec, JsonIsAccepted) {
+  auto r = ParseSpec(
+      R"({"inputs": [{"name": "x", "image": {"decode": {"exif": "apply"}, "color": "rgb",
+          "resize": {"size": [2, 3], "filter": "cv2_linear"}, "batch": true}}]})",
+      "spec.json");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->inputs[0].image.resize->filter, Filter::kCv2Linear);
+}
+
+TEST(PrepSpec, SpecToJsonRoundTrips) {
+  auto r = ParseSpec(kFull, "spec.yaml");
+  ASSERT_TRUE(r.ok());
+  auto again = ParseSpec(SpecToJson(*r), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(SpecToJson(*again), SpecToJson(*r));
+}
+
+TEST(PrepSpec, FilterNamesRoundTrip) {
+  for (int i = 0; i < kNumFilters; ++i) {
+    Filter f = static_cast<Filter>(i);
+    auto back = ParseFilter(FilterName(f));
+    ASSERT_TRUE(back.has_value()) << FilterName(f);
+    EXPECT_EQ(*back, f);
+  }
+  EXPECT_FALSE(ParseFilter("bilinear").has_value());
+}
+
+TEST(PrepSpec, UnknownKeyNamesKeyAndLine) {
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_box, antialias: true}\n")),
+            "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
+            "shorter_side, filter)");
+  EXPECT_EQ(ErrorOf("inputs: []\nmodel: m.onnx\n"),
+            "spec.yaml:2: model: unknown key (expected one of: version, inputs)");
+  EXPECT_NE(ErrorOf(Minimal("      colour: rgb\n"))
+                .find("spec.yaml:6: inputs[0].image.colour: "
+                      "unknown key"),
+            std::string::npos);
+}
+
+TEST(PrepSpec, WrongValuesNameTheExpectation) {
+  EXPECT_EQ(ErrorOf(Minimal("      layout: nchw\n")),
+            "spec.yaml:6: inputs[0].image.layout: expected hwc|chw, got 'nchw'");
+  EXPECT_NE(ErrorOf(Minimal("      resize: {size: [4, 4], filter: bilinear}\n"))
+                .find("inputs[0].image.resize.filter: expected pil_nearest|pil_bilinear|"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [0, 4], filter: pil_box}\n")),
+            "spec.yaml:6: inputs[0].image.resize.size[0]: expected an integer in [1, 65536], "
+            "got '0'");
+  EXPECT_EQ(ErrorOf(Minimal("      batch: yes\n")),
+            "spec.yaml:6: inputs[0].image.batch: expected true|false, got 'yes'");
+  EXPECT_EQ(ErrorOf(Minimal("      scale: 1/255\n")),
+            "spec.yaml:6: inputs[0].image.scale: expected a number, got '1/255'");
+  EXPECT_EQ(ErrorOf(Minimal("      std: [0.2, 0]\n")),
+            "spec.yaml:6: inputs[0].image.std: expected 1 or 3 values (one per channel of color "
+            "'rgb'), got 2");
+  EXPECT_EQ(ErrorOf(Minimal("      std: [0]\n")),
+            "spec.yaml:6: inputs[0].image.std: a std of 0 divides by zero");
+  EXPECT_EQ(ErrorOf(Minimal("      dtype: uint8\n      mean: [127]\n")),
+            "spec.yaml:7: inputs[0].image.mean: only with dtype float32 (uint8 keeps the pixels)");
+}
+
+TEST(PrepSpec, MissingAndConflictingKeys) {
+  EXPECT_EQ(ErrorOf("inputs:\n  - name: x\n    image:\n      decode: {}\n      color: rgb\n"),
+            "spec.yaml:4: inputs[0].image.decode.exif: missing (required)");
+  EXPECT_EQ(ErrorOf("inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n"),
+            "spec.yaml:4: inputs[0].image.color: missing (required)");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], shorter_side: 4, filter: pil_box}\n")),
+            "spec.yaml:6: inputs[0].image.resize: expected exactly one of size: [H, W] and "
+            "shorter_side: N");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4]}\n")),
+            "spec.yaml:6: inputs[0].image.resize.filter: missing (required)");
+  EXPECT_EQ(
+      ErrorOf(Minimal("      library: pil\n      resize: {size: [4, 4], filter: cv2_area}\n")),
+      "spec.yaml:6: inputs[0].image.library: 'pil' disagrees with resize.filter 'cv2_area'");
+  EXPECT_EQ(ErrorOf("inputs:\n  - name: x\n    image: {decode: {exif: apply}, color: rgb}\n"
+                    "  - name: x\n    image: {decode: {exif: apply}, color: rgb}\n"),
+            "spec.yaml:4: inputs[1].name: 'x' given twice");
+  EXPECT_EQ(ErrorOf(""), "spec.yaml:1: empty spec (expected a mapping with `inputs`)");
+  EXPECT_NE(ErrorOf("inputs: [\n").find("spec.yaml:2: not valid YAML"), std::string::npos);
+}
+
+// A JPEG APP1 payload with one IFD0 entry: Orientation (0x0112), SHORT, `value`.
+std::string App1(bool little_endian, int value) {
+  std::string s("Exif\0\0", 6);
+  auto u16 = [&](int v) {
+    if (little_endian) {
+      s += static_cast<char>(v & 0xff);
+      s += static_cast<char>(v >> 8);
+    } else {
+      s += static_cast<char>(v >> 8);
+      s += static_cast<char>(v & 0xff);
+    }
+  };
+  auto u32 = [&](int v) {
+    if (little_endian) {
+      u16(v & 0xffff);
+      u16(v >> 16);
+    } else {
+      u16(v >> 16);
+      u16(v & 0xffff);
+    }
+  };
+  s += little_endian ? "II" : "MM";
+  u16(42);
+  u32(8);
+  u16(1);
+  u16(0x0112);
+  u16(3);
+  u32(1);
+  u16(value);
+  u16(0);
+  u32(0);
+  return s;
+}
+
+TEST(PrepImage, ExifOrientation) {
+  EXPECT_EQ(ExifOrientation(App1(true, 6)), 6);
+  EXPECT_EQ(ExifOrientation(App1(false, 8)), 8);
+  EXPECT_EQ(ExifOrientation(App1(true, 9)), 1);                // out of range: ignored
+  EXPECT_EQ(ExifOrientation(App1(true, 3).substr(0, 20)), 1);  // truncated entry
+  EXPECT_EQ(ExifOrientation("Exif"), 1);
+  std::string bad_offset = App1(true, 6);
+  bad_offset[10] = '\x7f';  // IFD0 offset far past the end
+  EXPECT_EQ(ExifOrientation(bad_offset), 1);
+}
+
+TEST(PrepImage, OrientMovesPixelsLikePillow) {
+  Image in(2, 3, 1);  // rows: 0 1 2 / 3 4 5
+  for (int i = 0; i < 6; ++i) in.pixels[i] = static_cast<uint8_t>(i);
+  Image r6 = Orient(in, 6);  // 90 clockwise: rows 3 0 / 4 1 / 5 2
+  ASSERT_EQ(r6.height, 3);
+  ASSERT_EQ(r6.width, 2);
+  EXPECT_EQ(r6.pixels, (std::vector<uint8_t>{3, 0, 4, 1, 5, 2}));
+  Image r8 = Orient(in, 8);  // 90 counter-clockwise: rows 2 5 / 1 4 / 0 3
+  EXPECT_EQ(r8.pixels, (std::vector<uint8_t>{2, 5, 1, 4, 0, 3}));
+  Image r3 = Orient(in, 3);
+  EXPECT_EQ(r3.pixels, (std::vector<uint8_t>{5, 4, 3, 2, 1, 0}));
+  Image r2 = Orient(in, 2);
+  EXPECT_EQ(r2.pixels, (std::vector<uint8_t>{2, 1, 0, 5, 4, 3}));
+}
+
+TEST(PrepImage, HostileBytesGiveOneError) {
+  DecodeOptions o;
+  for (const std::string& bytes :
+       {std::string(), std::string("\xff\xd8\xff", 3), std::string("\x89PNG\r\n\x1a\n", 8),
+        std::string("\x89PNG\r\n\x1a\nxxxxxxxxxxxxxxxxxxxxxxx", 31), std::string("GIF89a"),
+        std::string("RIFF\0\0\0\0WEBPVP8 ", 16), std::string("\xff\xd8\xff\xe0\0\x10JFIF", 10)}) {
+    auto r = DecodeImage(bytes, o, "img");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalid) << r.status().message();
+  }
+  EXPECT_EQ(SniffFormat(std::string("RIFF\0\0\0\0WEBPVP8 ", 16)), "WebP");
+  EXPECT_EQ(SniffFormat(std::string("II*\0", 4)), "TIFF");
+  EXPECT_EQ(SniffFormat("P6\n"), "PNM");
+}
+
+TEST(PrepPipeline, CropLayoutAndNormalisation) {
+  // 2x4 RGB image, pixel value = 10 * (y * 4 + x) + channel.
+  Image img(2, 4, 3);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 4; ++x)
+      for (int c = 0; c < 3; ++c)
+        img.row(y)[x * 3 + c] = static_cast<uint8_t>(10 * (y * 4 + x) + c);
+  auto spec = ParseSpec(
+      "inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n      color: bgr\n"
+      "      crop: {center: [1, 2]}\n      scale: 0.5\n      mean: [1, 2, 3]\n      std: [2]\n",
+      "s.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto t = PreprocessImage(spec->inputs[0].image, img, "img");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->shape(), (Shape{1, 3, 1, 2}));
+  // Crop top = round((2 - 1) / 2) = 0 (ties to even), left = round(1) = 1: pixels (0,1), (0,2).
+  const float* d = t->data<float>();
+  // channel 0 is B (source channel 2): (12 * 0.5 - 1) / 2 = 2.5, (22 * 0.5 - 1) / 2 = 5
+  EXPECT_FLOAT_EQ(d[0], 2.5f);
+  EXPECT_FLOAT_EQ(d[1], 5.0f);
+  // channel 2 is R (source channel 0): (10 * 0.5 - 3) / 2 = 1, (20 * 0.5 - 3) / 2 = 3.5
+  EXPECT_FLOAT_EQ(d[4], 1.0f);
+  EXPECT_FLOAT_EQ(d[5], 3.5f);
+}
+
+TEST(PrepPipeline, CropLargerThanImageIsAnError) {
+  Image img(4, 4, 3);
+  auto spec = ParseSpec(Minimal("      crop: {center: [5, 4]}\n"), "s.yaml");
+  ASSERT_TRUE(spec.ok());
+  auto t = PreprocessImage(spec->inputs[0].image, img, "img");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(),
+            "img: crop.center [5, 4] is larger than the image (4x4 after resize)");
+}
+
+}  // namespace
+}  // namespace ferry::prep

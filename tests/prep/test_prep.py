@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""`ferry prep run` / `ferry prep check` against Pillow and OpenCV (the project venv).
+
+Photos from scikit-image (Debian's, via /usr/bin/python3: astronaut, coffee, chelsea, camera)
+written as PNG and JPEG (quality 75 and 95, and 4:4:4 at 90), plus a JPEG with EXIF
+Orientation 6. Every resize filter at down 2x, 3.7x, 8x and up 1.5x of each PNG against its
+library, the issue's bar asserted: exact for nearest, crop, layout and normalisation of exact
+inputs; at most 1 (of 255) and >= 99.9% of elements exact for the others; PNG and JPEG
+decoding against Pillow's and OpenCV's wheels (libjpeg-turbo 3.x there, Debian's 2.1.5 here).
+Bad inputs: one error line, exit 3, nothing written.
+
+Run by ctest with the venv's python: test_prep.py --ferry F --work W --skimage-python P.
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import prep_reference as ref  # noqa: E402
+
+PHOTOS = ["astronaut", "coffee", "chelsea", "camera"]
+FACTORS = [("down2", 1 / 2), ("down3.7", 1 / 3.7), ("down8", 1 / 8), ("up1.5", 1.5)]
+FILTERS = list(ref.PIL_FILTERS) + list(ref.CV2_FILTERS)
+EXACT_FILTERS = {"pil_nearest", "cv2_nearest", "cv2_nearest_exact"}
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def make_photos(work, skimage_python):
+    """The photos as .npy (Debian's scikit-image), then PNG/JPEG files written with Pillow."""
+    from PIL import Image
+
+    missing = [p for p in PHOTOS if not os.path.exists(os.path.join(work, p + ".npy"))]
+    if missing:
+        code = ("import sys, numpy as np, skimage.data as d\n"
+                "for n in sys.argv[2:]: np.save(sys.argv[1] + '/' + n + '.npy', getattr(d, n)())\n")
+        r = run([skimage_python, "-c", code, work] + missing)
+        if r.returncode:
+            sys.exit("cannot load scikit-image's photos: " + r.stderr)
+    files = {}
+    for p in PHOTOS:
+        a = np.load(os.path.join(work, p + ".npy"))
+        im = Image.fromarray(a)
+        files[p] = {"array": a}
+        for kind, kw in [("png", {}), ("q75.jpg", {"quality": 75}), ("q95.jpg", {"quality": 95}),
+                         ("444.jpg", {"quality": 90, "subsampling": 0})]:
+            path = os.path.join(work, f"{p}.{kind}")
+            im.save(path, **kw)
+            files[p][kind] = path
+    # EXIF Orientation 6 (rotate 90 clockwise to display).
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = os.path.join(work, "chelsea_exif6.jpg")
+    Image.fromarray(np.load(os.path.join(work, "chelsea.npy"))).save(path, quality=90,
+                                                                     exif=exif.tobytes())
+    files["exif6"] = path
+    return files
+
+
+def image_spec(**kw):
+    s = {"decode": {"exif": kw.pop("exif", "apply")}, "color": kw.pop("color", "rgb"),
+         "dtype": "uint8", "layout": "hwc", "batch": False}
+    s.update(kw)
+    return s
+
+
+def write_spec(path, inputs):
+    with open(path, "w") as f:
+        json.dump({"version": 1, "inputs": [{"name": n, "image": s} for n, s in inputs]}, f)
+    return path
+
+
+def ferry_run(ferry, spec, images, out):
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    r = run([ferry, "prep", "run", spec] + images + ["-o", out])
+    if r.returncode != 0:
+        raise SystemExit(f"ferry prep run {spec} failed ({r.returncode}): {r.stderr}")
+    return out
+
+
+def diff(ours, theirs):
+    if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
+        return None
+    d = np.abs(ours.astype(np.float64) - theirs.astype(np.float64))
+    return float(d.max()) if d.size else 0.0, float((d == 0).mean()) if d.size else 1.0
+
+
+def test_resize_parity(ferry, work, files):
+    """Every filter (one spec input each, one ferry call per photo and size) against its library."""
+    stats = {f: [0.0, 1.0, 0] for f in FILTERS}  # max diff, min exact share, cases
+    for photo in PHOTOS:
+        png = files[photo]["png"]
+        a = files[photo]["array"]
+        h, w = a.shape[:2]
+        color = "gray" if a.ndim == 2 else "rgb"
+        for fname, fac in FACTORS:
+            H, W = max(1, round(h * fac)), max(1, round(w * fac))
+            inputs = [(f, image_spec(color=color, resize={"size": [H, W], "filter": f}))
+                      for f in FILTERS]
+            spec = write_spec(os.path.join(work, f"resize_{photo}_{fname}.json"), inputs)
+            out = ferry_run(ferry, spec, [png], os.path.join(work, "out_resize"))
+            for f, s in inputs:
+                ours = np.load(os.path.join(out, f + ".npy"))
+                theirs = ref.reference_array(png, s)
+                d = diff(ours, theirs)
+                if d is None:
+                    check(False, f"{f} {photo} {fname}: shape {ours.shape} vs {theirs.shape}")
+                    continue
+                st = stats[f]
+                st[0] = max(st[0], d[0])
+                st[1] = min(st[1], d[1])
+                st[2] += 1
+                if f in EXACT_FILTERS:
+                    ok = d[0] == 0
+                else:
+                    ok = d[0] <= 1 and d[1] >= 0.999
+                if not ok:
+                    check(False, f"{f} {photo} {fname} {H}x{W}: max diff {d[0]}, "
+                                 f"{100 * d[1]:.4f}% exact")
+    print("\nresize parity per filter (PNG photos, 4 sizes each; uint8):")
+    print(f"  {'filter':<18} {'cases':>5} {'max diff':>8} {'min % exact':>12}")
+    for f in FILTERS:
+        m, e, n = stats[f]
+        print(f"  {f:<18} {n:>5} {m:>8g} {100 * e:>12.4f}")
+    for f in FILTERS:
+        m, e, n = stats[f]
+        bar = "exact" if f in EXACT_FILTERS else "<= 1, >= 99.9% exact"
+        ok = n == len(PHOTOS) * len(FACTORS) and (
+            m == 0 if f in EXACT_FILTERS else (m <= 1 and e >= 0.999))
+        check(ok, f"resize {f}: {n} cases, max diff {m:g}, min {100 * e:.4f}% exact (bar: {bar})")
+
+
+def test_decode(ferry, work, files):
+    """PNG and JPEG decoding (no resize) against Pillow and OpenCV, and EXIF orientation."""
+    print("\ndecoding (no resize, uint8 RGB) against each library:")
+    for lib in ("pil", "cv2"):
+        for kind in ("png", "q75.jpg", "q95.jpg", "444.jpg"):
+            worst = (0.0, 1.0)
+            for photo in PHOTOS:
+                path = files[photo][kind]
+                s = image_spec(library=lib)
+                spec = write_spec(os.path.join(work, "decode.json"), [("x", s)])
+                out = ferry_run(ferry, spec, [path], os.path.join(work, "out_decode"))
+                d = diff(np.load(os.path.join(out, "x.npy")), ref.reference_array(path, s))
+                if d is None:
+                    check(False, f"decode {kind} {photo} vs {lib}: shape differs")
+                    continue
+                worst = (max(worst[0], d[0]), min(worst[1], d[1]))
+            name = "Pillow" if lib == "pil" else "OpenCV"
+            check(worst[0] == 0, f"decode {kind:8} vs {name}: max diff {worst[0]:g}, "
+                                 f"{100 * worst[1]:.4f}% exact (4 photos)")
+    path = files["exif6"]
+    for lib in ("pil", "cv2"):
+        for exif, shape in (("apply", (451, 300, 3)), ("ignore", (300, 451, 3))):
+            s = image_spec(library=lib, exif=exif)
+            spec = write_spec(os.path.join(work, "exif.json"), [("x", s)])
+            out = ferry_run(ferry, spec, [path], os.path.join(work, "out_exif"))
+            ours = np.load(os.path.join(out, "x.npy"))
+            d = diff(ours, ref.reference_array(path, s))
+            check(ours.shape == shape and d is not None and d[0] == 0,
+                  f"EXIF orientation 6, exif: {exif}, vs {lib}: shape {ours.shape}, "
+                  f"max diff {None if d is None else d[0]}")
+
+
+def test_pipeline(ferry, work, files):
+    """Crop, layout, batch, channel order, gray and float normalisation: exact vs the reference."""
+    imgs = [files["astronaut"]["png"], files["coffee"]["png"], files["chelsea"]["q95.jpg"]]
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    cases = {
+        "imagenet_pil": dict(resize={"shorter_side": 256, "filter": "pil_bilinear"},
+                             crop={"center": [224, 224]}, scale=1 / 255, mean=mean, std=std,
+                             dtype="float32", layout="chw", batch=True),
+        "imagenet_cv2_bgr": dict(color="bgr", resize={"shorter_side": 232, "filter": "cv2_area"},
+                                 crop={"center": [224, 224]}, scale=1 / 255, mean=mean, std=std,
+                                 dtype="float32", layout="chw", batch=True),
+        "gray_pil_hwc": dict(color="gray", resize={"size": [96, 97], "filter": "pil_lanczos"},
+                             scale=1 / 127.5, mean=[1.0], dtype="float32", layout="hwc",
+                             batch=True),
+        "gray_cv2_u8": dict(color="gray", resize={"size": [100, 64], "filter": "cv2_linear"},
+                            crop={"center": [99, 63]}, layout="chw", batch=True),
+        "odd_crop_u8": dict(resize={"size": [131, 133], "filter": "pil_bicubic"},
+                            crop={"center": [128, 128]}, layout="chw", batch=True),
+    }
+    inputs = []
+    for name, kw in cases.items():
+        s = image_spec()
+        s.update(kw)
+        inputs.append((name, s))
+    spec = write_spec(os.path.join(work, "pipeline.json"), inputs)
+    out = ferry_run(ferry, spec, imgs, os.path.join(work, "out_pipeline"))
+    for name, s in inputs:
+        ours = np.load(os.path.join(out, name + ".npy"))
+        theirs = np.concatenate([ref.reference_array(p, s) for p in imgs], axis=0)
+        d = diff(ours, theirs)
+        check(d is not None and d[0] == 0,
+              f"pipeline {name}: {ours.dtype} {list(ours.shape)}, max diff "
+              f"{None if d is None else d[0]}")
+
+
+def test_check_cli(ferry, work, files):
+    """`ferry prep check`: ok against the real references, exit 1 against a perturbed one."""
+    folder = os.path.join(work, "check_images")
+    os.makedirs(folder, exist_ok=True)
+    for p in ("astronaut", "coffee"):
+        shutil.copy(files[p]["q75.jpg"], os.path.join(folder, p + ".jpg"))
+    inputs = [("pixel_values", dict(image_spec(), resize={"size": [150, 150], "filter": "cv2_cubic"},
+                                    scale=1 / 255, mean=[0.5], std=[0.5], dtype="float32",
+                                    layout="chw", batch=True)),
+              ("thumb", dict(image_spec(), resize={"size": [32, 48], "filter": "pil_box"},
+                             batch=True))]
+    spec = write_spec(os.path.join(work, "check.json"), inputs)
+    r = run([ferry, "prep", "check", spec, "--images", folder, "--python", sys.executable])
+    print(r.stdout, end="")
+    check(r.returncode == 0 and "prep check: ok" in r.stdout,
+          f"prep check against OpenCV and Pillow: exit {r.returncode} {r.stderr.strip()}")
+    r = run([ferry, "prep", "check", spec, "--images", folder, "--python", sys.executable, "--json"])
+    try:
+        j = json.loads(r.stdout)
+        ok = r.returncode == 0 and j["ok"] and len(j["tensors"]) == 2
+    except ValueError:
+        ok = False
+    check(ok, "prep check --json: one JSON document")
+    fake = os.path.join(work, "fake_reference.py")
+    with open(fake, "w") as f:
+        f.write(
+            "import sys, os, json, numpy as np\n"
+            f"sys.path.insert(0, {os.path.join(ROOT, 'tools')!r})\n"
+            "import prep_reference as r\n"
+            "a = sys.argv; spec = json.load(open(a[a.index('--spec') + 1]))\n"
+            "out = a[a.index('--out') + 1]; imgs = a[a.index('--out') + 2:]\n"
+            "info = {}\n"
+            "for i in spec['inputs']:\n"
+            "    t = np.concatenate([r.reference_array(p, i['image']) for p in imgs])\n"
+            "    t.flat[::97] += 3\n"
+            "    np.save(os.path.join(out, i['name'] + '.npy'), t); info[i['name']] = 'perturbed'\n"
+            "json.dump(info, open(os.path.join(out, 'reference.json'), 'w'))\n")
+    r = run([ferry, "prep", "check", spec, "--images", folder, "--python", sys.executable,
+             "--reference-script", fake])
+    check(r.returncode == 1 and "FAIL" in r.stdout, f"prep check beyond tolerance: exit {r.returncode}")
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(
+        ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def test_bad_inputs(ferry, work, files):
+    bad = os.path.join(work, "bad")
+    os.makedirs(bad, exist_ok=True)
+    with open(files["astronaut"]["q95.jpg"], "rb") as f:
+        jpg = f.read()
+    with open(files["astronaut"]["png"], "rb") as f:
+        png = f.read()
+    cases = {}
+
+    def put(name, data):
+        path = os.path.join(bad, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    cases["truncated JPEG"] = (put("truncated.jpg", jpg[: len(jpg) // 2]), "truncated")
+    corrupt = bytearray(png)
+    idat = png.index(b"IDAT")
+    for i in range(idat + 100, idat + 140):
+        corrupt[i] ^= 0x5A
+    cases["corrupt PNG"] = (put("corrupt.png", bytes(corrupt)), "corrupt PNG")
+    ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0)
+    giant = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(b"\0" * 64)) + png_chunk(b"IEND", b"")
+    cases["100000x100000 PNG header"] = (put("giant.png", giant), "100000x100000")
+    cases["GIF"] = (put("image.gif", b"GIF89a" + b"\0" * 64), "GIF")
+    cases["empty file"] = (put("empty.png", b""), "empty")
+    cases["text file"] = (put("notes.jpg", b"hello, not an image\n"), "unknown format")
+    good_spec = write_spec(os.path.join(work, "bad_good.json"), [("x", image_spec())])
+    for what, (path, needle) in cases.items():
+        out = os.path.join(work, "out_bad")
+        shutil.rmtree(out, ignore_errors=True)
+        r = run([ferry, "prep", "run", good_spec, path, "-o", out])
+        lines = r.stderr.strip().splitlines()
+        written = os.listdir(out) if os.path.isdir(out) else []
+        check(r.returncode == 3 and len(lines) == 1 and needle in lines[0] and not written,
+              f"bad input {what}: exit {r.returncode}, {lines}")
+    # A spec error: an unknown key names its line and path.
+    spec = os.path.join(work, "bad_spec.yaml")
+    with open(spec, "w") as f:
+        f.write("inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n      color: rgb\n"
+                "      resize: {size: [10, 10], filter: pil_bilinear, antialias: true}\n")
+    r = run([ferry, "prep", "run", spec, files["astronaut"]["png"], "-o", os.path.join(work, "o")])
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 3 and len(lines) == 1 and "bad_spec.yaml:6: inputs[0].image.resize.antialias: unknown key" in lines[0],
+          f"unknown spec key: exit {r.returncode}, {lines}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ferry", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--skimage-python", default="/usr/bin/python3")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    files = make_photos(a.work, a.skimage_python)
+    test_resize_parity(a.ferry, a.work, files)
+    test_decode(a.ferry, a.work, files)
+    test_pipeline(a.ferry, a.work, files)
+    test_check_cli(a.ferry, a.work, files)
+    test_bad_inputs(a.ferry, a.work, files)
+    if failures:
+        print(f"\n{len(failures)} failure(s):")
+        for f in failures:
+            print("  " + f)
+        return 1
+    print("\nall prep checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
