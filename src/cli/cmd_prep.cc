@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "prep/check.h"
 #include "prep/pipeline.h"
@@ -45,15 +47,16 @@ int RunPrepRun(const RunOptions& o) {
   if (!st.ok()) return ReportError(st);
   std::string text;
   if (o.json) {
-    text = "{\"tensors\": [";
+    nlohmann::json j;
+    j["tensors"] = nlohmann::json::array();
     for (size_t i = 0; i < tensors->size(); ++i) {
       const auto& t = (*tensors)[i];
-      text +=
-          fmt::format("{}{{\"name\": \"{}\", \"file\": \"{}\", \"dtype\": \"{}\", \"shape\": {}}}",
-                      i ? ", " : "", t.name, written[i], DTypeName(t.tensor.dtype()),
-                      ShapeToString(t.tensor.shape()));
+      j["tensors"].push_back({{"name", t.name},
+                              {"file", written[i]},
+                              {"dtype", std::string(DTypeName(t.tensor.dtype()))},
+                              {"shape", t.tensor.shape()}});
     }
-    text += "]}\n";
+    text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
     for (size_t i = 0; i < tensors->size(); ++i) {
       const auto& t = (*tensors)[i];

@@ -212,7 +212,7 @@ std::string FormatCheckJson(const CheckResult& r) {
                             {"ok", t.ok},
                             {"note", t.note}});
   }
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace ferry::prep

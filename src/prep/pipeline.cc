@@ -62,6 +62,9 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     }
     if (h < 1 || w < 1 || h > 65536 || w > 65536)
       return InvalidError("{}: resize to {}x{} out of range (1..65536)", what, h, w);
+    if (h * w > spec.max_pixels)
+      return InvalidError("{}: resize to {}x{} is over decode.max_pixels ({})", what, h, w,
+                          spec.max_pixels);
     if (h != img->height || w != img->width) {
       tmp = Resize(*img, h, w, spec.resize->filter);
       img = &tmp;

@@ -102,54 +102,59 @@ uint8_t PilClip(int64_t ss) {
   return Clamp8(ss >> kPilPrecisionBits);
 }
 
-// Horizontal pass over source rows [row0, row0 + rows), then the vertical pass: each rounds to
-// 8 bits, as Pillow's two passes do (the horizontal one first, only when the width changes).
-Image PilResample(const Image& in, int out_h, int out_w, const PilKernel& kernel) {
+// One horizontal pass: every row of `in`, each output column a weighted sum rounded to 8 bits.
+Image PilHorizontal(const Image& in, const PilCoeffs& hor, int out_w) {
   const int c = static_cast<int>(in.channels);
-  const bool need_h = out_w != in.width;
-  const bool need_v = out_h != in.height;
-  PilCoeffs vert = PilPrecompute(static_cast<int>(in.height), out_h, kernel);
-  const int row0 = vert.first[0];
-  const int row1 = vert.first[out_h - 1] + vert.count[out_h - 1];
-  Image tmp;
-  const Image* src = &in;
-  int src_row0 = 0;
-  if (need_h) {
-    PilCoeffs hor = PilPrecompute(static_cast<int>(in.width), out_w, kernel);
-    tmp = Image(row1 - row0, out_w, c);
-    for (int y = 0; y < row1 - row0; ++y) {
-      const uint8_t* s = in.row(y + row0);
-      uint8_t* d = tmp.row(y);
-      for (int xx = 0; xx < out_w; ++xx) {
-        const int32_t* k = &hor.k[static_cast<size_t>(xx) * hor.ksize];
-        const uint8_t* p = s + static_cast<size_t>(hor.first[xx]) * c;
-        for (int ch = 0; ch < c; ++ch) {
-          int64_t ss = 1 << (kPilPrecisionBits - 1);
-          for (int x = 0; x < hor.count[xx]; ++x) ss += int64_t{p[x * c + ch]} * k[x];
-          d[xx * c + ch] = PilClip(ss);
-        }
+  Image out(in.height, out_w, c);
+  for (int64_t y = 0; y < in.height; ++y) {
+    const uint8_t* s = in.row(y);
+    uint8_t* d = out.row(y);
+    for (int xx = 0; xx < out_w; ++xx) {
+      const int32_t* k = &hor.k[static_cast<size_t>(xx) * hor.ksize];
+      const uint8_t* p = s + static_cast<size_t>(hor.first[xx]) * c;
+      for (int ch = 0; ch < c; ++ch) {
+        int64_t ss = 1 << (kPilPrecisionBits - 1);
+        for (int x = 0; x < hor.count[xx]; ++x) ss += int64_t{p[x * c + ch]} * k[x];
+        d[xx * c + ch] = PilClip(ss);
       }
     }
-    src = &tmp;
-    src_row0 = row0;
   }
-  if (!need_v) {
-    if (src == &tmp) return tmp;
-    return in;
-  }
-  Image out(out_h, src->width, c);
-  const int64_t row_len = src->width * c;
+  return out;
+}
+
+// One vertical pass: each output row a weighted sum of source rows, rounded to 8 bits.
+Image PilVertical(const Image& in, const PilCoeffs& vert, int out_h) {
+  Image out(out_h, in.width, in.channels);
+  const int64_t row_len = in.width * in.channels;
   for (int yy = 0; yy < out_h; ++yy) {
     const int32_t* k = &vert.k[static_cast<size_t>(yy) * vert.ksize];
-    const int first = vert.first[yy] - src_row0;
     uint8_t* d = out.row(yy);
     for (int64_t i = 0; i < row_len; ++i) {
       int64_t ss = 1 << (kPilPrecisionBits - 1);
-      for (int y = 0; y < vert.count[yy]; ++y) ss += int64_t{src->row(first + y)[i]} * k[y];
+      for (int y = 0; y < vert.count[yy]; ++y) ss += int64_t{in.row(vert.first[yy] + y)[i]} * k[y];
       d[i] = PilClip(ss);
     }
   }
   return out;
+}
+
+// Two passes, each rounded to 8 bits, a pass skipped when its size is unchanged. The order is
+// Pillow 13's, measured (older Pillow always went horizontal first): vertical first when the
+// height shrinks and 2 * (out_w - in_w) > out_h - in_h, else horizontal first. Which rows or
+// columns the first pass covers does not change any value, so both passes cover all.
+Image PilResample(const Image& in, int out_h, int out_w, const PilKernel& kernel) {
+  const bool need_h = out_w != in.width;
+  const bool need_v = out_h != in.height;
+  PilCoeffs hor = PilPrecompute(static_cast<int>(in.width), out_w, kernel);
+  PilCoeffs vert = PilPrecompute(static_cast<int>(in.height), out_h, kernel);
+  if (need_h && need_v) {
+    const bool vertical_first = out_h < in.height && 2 * (out_w - in.width) > out_h - in.height;
+    if (vertical_first) return PilHorizontal(PilVertical(in, vert, out_h), hor, out_w);
+    return PilVertical(PilHorizontal(in, hor, out_w), vert, out_h);
+  }
+  if (need_h) return PilHorizontal(in, hor, out_w);
+  if (need_v) return PilVertical(in, vert, out_h);
+  return in;
 }
 
 // Pillow's NEAREST: an affine scale sampled at output pixel centres, the source coordinate

@@ -2,7 +2,12 @@
 // and the small parsers beside it (EXIF Orientation, format sniffing, hostile image bytes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/status.h"
 #include "prep/image.h"
@@ -233,6 +238,116 @@ TEST(PrepImage, HostileBytesGiveOneError) {
   EXPECT_EQ(SniffFormat(std::string("RIFF\0\0\0\0WEBPVP8 ", 16)), "WebP");
   EXPECT_EQ(SniffFormat(std::string("II*\0", 4)), "TIFF");
   EXPECT_EQ(SniffFormat("P6\n"), "PNM");
+}
+
+// A PNG (8-bit RGB, stored deflate blocks) of `w` x `h` pixels from `rgb`, for decoding tests
+// without an encoder: CRC-32 and Adler-32 written out here.
+uint32_t Crc32(const std::string& s) {
+  uint32_t c = 0xffffffffu;
+  for (unsigned char b : s) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+  }
+  return c ^ 0xffffffffu;
+}
+std::string Be32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
+}
+std::string Chunk(const std::string& type, const std::string& data) {
+  return Be32(static_cast<uint32_t>(data.size())) + type + data + Be32(Crc32(type + data));
+}
+std::string MakePng(uint32_t w, uint32_t h, const std::vector<uint8_t>& rgb) {
+  std::string raw;
+  for (uint32_t y = 0; y < h; ++y) {
+    raw += '\0';  // filter: none
+    raw.append(reinterpret_cast<const char*>(rgb.data()) + y * w * 3, w * 3);
+  }
+  std::string z = "\x78\x01";
+  uint32_t a = 1, b = 0;
+  for (unsigned char ch : raw) {
+    a = (a + ch) % 65521;
+    b = (b + a) % 65521;
+  }
+  for (size_t i = 0; i < raw.size(); i += 65535) {
+    size_t n = std::min<size_t>(65535, raw.size() - i);
+    z += static_cast<char>(i + n == raw.size() ? 1 : 0);
+    z += static_cast<char>(n & 0xff);
+    z += static_cast<char>(n >> 8);
+    z += static_cast<char>(~n & 0xff);
+    z += static_cast<char>((~n >> 8) & 0xff);
+    z += raw.substr(i, n);
+  }
+  z += Be32((b << 16) | a);
+  std::string ihdr = Be32(w) + Be32(h) + std::string("\x08\x02\x00\x00\x00", 5);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + Chunk("IHDR", ihdr) + Chunk("IDAT", z) +
+         Chunk("IEND", "");
+}
+
+TEST(PrepImage, DecodesPngAndRefusesGiantHeaders) {
+  std::vector<uint8_t> px(5 * 3 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 7);
+  auto img = DecodeImage(MakePng(5, 3, px), DecodeOptions{}, "img");
+  ASSERT_TRUE(img.ok()) << img.status().message();
+  EXPECT_EQ(img->height, 3);
+  EXPECT_EQ(img->width, 5);
+  EXPECT_EQ(img->pixels, px);
+  // A header claiming 100000 x 100000 (and no data for it): refused before allocating.
+  std::string giant = MakePng(5, 3, px);
+  std::string ihdr = Be32(100000) + Be32(100000) + std::string("\x08\x02\x00\x00\x00", 5);
+  giant = std::string("\x89PNG\r\n\x1a\n", 8) + Chunk("IHDR", ihdr) + giant.substr(8 + 25);
+  auto r = DecodeImage(giant, DecodeOptions{}, "giant.png");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "giant.png: PNG header claims 100000x100000 pixels, over the limit of 100000000 "
+            "(decode.max_pixels); refused before allocating");
+  // Truncated in the image data.
+  std::string whole = MakePng(5, 3, px);
+  auto t = DecodeImage(whole.substr(0, whole.size() - 30), DecodeOptions{}, "cut.png");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("cut.png: corrupt PNG"), std::string::npos);
+}
+
+// Preprocess from several threads on one shared Spec gives the serial result, bit for bit.
+TEST(PrepPipeline, ConcurrentCallsMatchSerial) {
+  const uint32_t w = 97, h = 61;
+  std::vector<uint8_t> px(w * h * 3);
+  uint32_t state = 12345;
+  for (auto& v : px) {
+    state = state * 1103515245u + 12345u;
+    v = static_cast<uint8_t>(state >> 24);
+  }
+  const std::string png = MakePng(w, h, px);
+  auto spec = ParseSpec(
+      "inputs:\n"
+      "  - {name: a, image: {decode: {exif: apply}, color: rgb, resize: {size: [40, 30], filter: "
+      "pil_lanczos}, scale: 0.0039, mean: [0.5], std: [0.25]}}\n"
+      "  - {name: b, image: {decode: {exif: apply}, color: gray, resize: {size: [23, 45], filter: "
+      "cv2_area}, dtype: uint8, layout: hwc}}\n"
+      "  - {name: c, image: {decode: {exif: apply}, color: bgr, resize: {size: [80, 150], filter: "
+      "cv2_cubic}, crop: {center: [64, 64]}}}\n",
+      "s.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  std::vector<Tensor> serial;
+  for (const auto& in : spec->inputs) {
+    auto t = Preprocess(in.image, png, "img");
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    serial.push_back(*t);
+  }
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int it = 0; it < 10; ++it)
+        for (size_t i = 0; i < spec->inputs.size(); ++i) {
+          auto t = Preprocess(spec->inputs[i].image, png, "img");
+          if (!t.ok() || t->nbytes() != serial[i].nbytes() ||
+              std::memcmp(t->raw(), serial[i].raw(), t->nbytes()) != 0)
+            ++mismatches[k];
+        }
+    });
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(mismatches[k], 0) << "thread " << k;
 }
 
 TEST(PrepPipeline, CropLayoutAndNormalisation) {

@@ -150,6 +150,27 @@ def test_resize_parity(ferry, work, files):
         check(ok, f"resize {f}: {n} cases, max diff {m:g}, min {100 * e:.4f}% exact (bar: {bar})")
 
 
+def test_aspect_sweep(ferry, work, files):
+    """Seeded target sizes that change the aspect ratio (one axis up, the other down, and both
+    ways), every filter against its library: the pass order and mixed-scale paths."""
+    rng = np.random.default_rng(2026)
+    sizes = [(int(rng.integers(1, 800)), int(rng.integers(1, 1000))) for _ in range(10)]
+    sizes += [(300, 1000), (700, 90), (399, 601), (401, 599)]
+    png = files["coffee"]["png"]  # 400 x 600
+    bad = []
+    for H, W in sizes:
+        inputs = [(f, image_spec(resize={"size": [H, W], "filter": f})) for f in FILTERS]
+        spec = write_spec(os.path.join(work, "aspect.json"), inputs)
+        out = ferry_run(ferry, spec, [png], os.path.join(work, "out_aspect"))
+        for f, s in inputs:
+            d = diff(np.load(os.path.join(out, f + ".npy")), ref.reference_array(png, s))
+            ok = d is not None and (d[0] == 0 if f in EXACT_FILTERS else d[0] <= 1 and d[1] >= 0.999)
+            if not ok:
+                bad.append(f"{f} -> {H}x{W}: {d}")
+    check(not bad, f"aspect sweep, {len(sizes)} sizes x {len(FILTERS)} filters: "
+                   f"{bad or 'all within the bar'}")
+
+
 def test_decode(ferry, work, files):
     """PNG and JPEG decoding (no resize) against Pillow and OpenCV, and EXIF orientation."""
     print("\ndecoding (no resize, uint8 RGB) against each library:")
@@ -180,6 +201,70 @@ def test_decode(ferry, work, files):
             check(ours.shape == shape and d is not None and d[0] == 0,
                   f"EXIF orientation 6, exif: {exif}, vs {lib}: shape {ours.shape}, "
                   f"max diff {None if d is None else d[0]}")
+
+
+def test_decode_variants(ferry, work, files):
+    """PNG colour types, 16-bit, gray JPEG, tiny images, every EXIF orientation: vs both."""
+    import cv2
+    from PIL import Image
+
+    var = os.path.join(work, "variants")
+    os.makedirs(var, exist_ok=True)
+    a = files["chelsea"]["array"]
+    rng = np.random.default_rng(22)
+    made = {}
+    rgba = np.dstack([a, rng.integers(0, 256, a.shape[:2], dtype=np.uint8)])
+    made["RGBA PNG"] = os.path.join(var, "rgba.png")
+    Image.fromarray(rgba, "RGBA").save(made["RGBA PNG"])
+    made["palette PNG"] = os.path.join(var, "palette.png")
+    Image.fromarray(a).quantize(colors=37).save(made["palette PNG"])
+    made["gray+alpha PNG"] = os.path.join(var, "la.png")
+    Image.fromarray(np.dstack([a[:, :, 1], a[:, :, 0]]), "LA").save(made["gray+alpha PNG"])
+    made["16-bit RGB PNG"] = os.path.join(var, "rgb16.png")
+    cv2.imwrite(made["16-bit RGB PNG"], (a.astype(np.uint16) * 257 + 3)[:, :, ::-1])
+    made["gray JPEG"] = files["camera"]["q75.jpg"]
+    made["1x1 PNG"] = os.path.join(var, "one.png")
+    Image.fromarray(a[:1, :1]).save(made["1x1 PNG"])
+    made["1x9 JPEG"] = os.path.join(var, "row.jpg")
+    Image.fromarray(a[:1, :9]).save(made["1x9 JPEG"], quality=90)
+    for what, path in made.items():
+        for lib in ("pil", "cv2"):
+            s = image_spec(library=lib)
+            spec = write_spec(os.path.join(work, "variant.json"), [("x", s)])
+            out = ferry_run(ferry, spec, [path], os.path.join(work, "out_variant"))
+            d = diff(np.load(os.path.join(out, "x.npy")), ref.reference_array(path, s))
+            check(d is not None and d[0] == 0,
+                  f"decode {what} vs {lib}: max diff {None if d is None else d[0]}")
+    # Tiny sources and targets through every filter.
+    for path, size in ((made["1x1 PNG"], [5, 7]), (made["1x9 JPEG"], [4, 3]),
+                       (files["coffee"]["png"], [1, 1]), (files["coffee"]["png"], [3, 640])):
+        inputs = [(f, image_spec(resize={"size": size, "filter": f})) for f in FILTERS]
+        spec = write_spec(os.path.join(work, "tiny.json"), inputs)
+        out = ferry_run(ferry, spec, [path], os.path.join(work, "out_tiny"))
+        worst = []
+        for f, s in inputs:
+            d = diff(np.load(os.path.join(out, f + ".npy")), ref.reference_array(path, s))
+            bar = (lambda m, e: m == 0) if f in EXACT_FILTERS else (lambda m, e: m <= 1 and e >= 0.999)
+            if d is None or not bar(*d):
+                worst.append(f"{f}: {d}")
+        check(not worst, f"tiny resize {os.path.basename(path)} -> {size}: {worst or 'all within the bar'}")
+    # Every EXIF orientation, applied and ignored.
+    for orientation in range(1, 9):
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        path = os.path.join(var, f"exif{orientation}.jpg")
+        Image.fromarray(a[:40, :70]).save(path, quality=90, exif=exif.tobytes())
+        bad = []
+        for lib in ("pil", "cv2"):
+            for mode in ("apply", "ignore"):
+                s = image_spec(library=lib, exif=mode)
+                spec = write_spec(os.path.join(work, "exifn.json"), [("x", s)])
+                out = ferry_run(ferry, spec, [path], os.path.join(work, "out_exifn"))
+                d = diff(np.load(os.path.join(out, "x.npy")), ref.reference_array(path, s))
+                if d is None or d[0] != 0:
+                    bad.append(f"{lib}/{mode}")
+        check(not bad, f"EXIF orientation {orientation} vs Pillow and OpenCV, apply and ignore: "
+                       f"{bad or 'exact'}")
 
 
 def test_pipeline(ferry, work, files):
@@ -300,6 +385,27 @@ def test_bad_inputs(ferry, work, files):
         written = os.listdir(out) if os.path.isdir(out) else []
         check(r.returncode == 3 and len(lines) == 1 and needle in lines[0] and not written,
               f"bad input {what}: exit {r.returncode}, {lines}")
+    # Images that do not stack: different shapes (no fixed size), or no batch axis for two.
+    for name, s_, needle in (
+            ("unstackable shapes", image_spec(resize={"shorter_side": 64, "filter": "pil_box"},
+                                              batch=True), "stack into one batch only with equal shapes"),
+            ("two images without a batch axis", image_spec(resize={"size": [8, 8], "filter": "pil_box"}),
+             "has no batch axis")):
+        spec = write_spec(os.path.join(work, "stack.json"), [("x", s_)])
+        out = os.path.join(work, "out_stack")
+        shutil.rmtree(out, ignore_errors=True)
+        r = run([ferry, "prep", "run", spec, files["astronaut"]["png"], files["coffee"]["png"], "-o", out])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 3 and len(lines) == 1 and needle in lines[0] and not os.path.exists(out),
+              f"{name}: exit {r.returncode}, {lines}")
+    huge = write_spec(os.path.join(work, "huge.json"),
+                      [("x", image_spec(resize={"size": [60000, 60000], "filter": "cv2_linear"}))])
+    out = os.path.join(work, "out_huge")
+    shutil.rmtree(out, ignore_errors=True)
+    r = run([ferry, "prep", "run", huge, files["astronaut"]["png"], "-o", out])
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 3 and len(lines) == 1 and "over decode.max_pixels" in lines[0]
+          and not os.path.exists(out), f"resize to 60000x60000: exit {r.returncode}, {lines}")
     # A spec error: an unknown key names its line and path.
     spec = os.path.join(work, "bad_spec.yaml")
     with open(spec, "w") as f:
@@ -320,7 +426,9 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     files = make_photos(a.work, a.skimage_python)
     test_resize_parity(a.ferry, a.work, files)
+    test_aspect_sweep(a.ferry, a.work, files)
     test_decode(a.ferry, a.work, files)
+    test_decode_variants(a.ferry, a.work, files)
     test_pipeline(a.ferry, a.work, files)
     test_check_cli(a.ferry, a.work, files)
     test_bad_inputs(a.ferry, a.work, files)
