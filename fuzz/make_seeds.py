@@ -135,6 +135,35 @@ def config_seeds(out, repo):
     return len(variants)
 
 
+def http_seeds(out):
+    """ferry serve infer bodies (http_request): header length line, then the body."""
+    import json
+    import numpy as np
+    d = os.path.join(out, "http_request")
+    os.makedirs(d, exist_ok=True)
+    img = np.linspace(0, 1, 8, dtype=np.float32)
+    seeds = {
+        "json": ("", json.dumps({"id": "a", "inputs": [
+            {"name": "x", "shape": [2, 4], "datatype": "FP32", "data": img.tolist()},
+            {"name": "b", "shape": [2], "datatype": "BOOL", "data": [True, False]},
+            {"name": "s", "shape": [1], "datatype": "BYTES", "data": ["hi"]}],
+            "outputs": [{"name": "y", "parameters": {"classification": 2}}],
+            "parameters": {"priority": 1, "timeout": 5}}).encode()),
+        "nested": ("", json.dumps({"inputs": [{"name": "x", "shape": [2, 2], "datatype": "INT64",
+                                               "data": [[1, 2], [3, -4]]}]}).encode()),
+    }
+    hdr = json.dumps({"inputs": [
+        {"name": "x", "shape": [2, 4], "datatype": "FP32", "parameters": {"binary_data_size": 32}},
+        {"name": "s", "shape": [2], "datatype": "BYTES", "parameters": {"binary_data_size": 13}}],
+        "parameters": {"binary_data_output": True}}).encode()
+    strings = b"\x02\x00\x00\x00ab\x03\x00\x00\x00cde"
+    seeds["binary"] = (str(len(hdr)), hdr + img.tobytes() + strings)
+    for name, (header, body) in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(header.encode() + b"\n" + body)
+    return len(seeds)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
@@ -147,8 +176,9 @@ def main():
     t = pb_seeds(a.out)
     n = npy_seeds(a.out)
     y = config_seeds(a.out, repo)
-    print("make_seeds: %d models, %d TensorProto files, %d .npy files, %d configs in %s"
-          % (m, t, n, y, a.out))
+    h = http_seeds(a.out)
+    print("make_seeds: %d models, %d TensorProto files, %d .npy files, %d configs, %d infer "
+          "bodies in %s" % (m, t, n, y, h, a.out))
     return 0
 
 

@@ -1,12 +1,16 @@
 // ferry keys generate --out KEY.pem [--force] [--json]
+// ferry keys hash-api-key < KEY   (the sha256 line of a ferry serve keys file)
 // ferry sign ARTIFACT --key KEY.pem [--signature model.sig] [--json]
 // The work is artifact::GenerateKeyFiles / artifact::Sign (src/artifact/sign.h); this file
 // parses, renders, exits.
 #include <nlohmann/json.hpp>
 
+#include <iostream>
+
 #include "artifact/sign.h"
 #include "cli/command.h"
 #include "core/json_text.h"
+#include "serve/auth.h"
 
 namespace ferry::cli {
 
@@ -72,6 +76,18 @@ void SetupKeys(CLI::App& sub, Action* action) {
   gen->add_flag("--force", o->force, "Replace existing key files");
   gen->add_flag("--json", o->json, "Print one JSON document");
   gen->callback([o, action] { *action = [o] { return RunGenerate(*o); }; });
+  CLI::App* hash = sub.add_subcommand(
+      "hash-api-key",
+      "Print the SHA-256 of an API key read from stdin (the sha256 of a ferry serve keys file)");
+  hash->callback([action] {
+    *action = [] {
+      std::string key;
+      std::getline(std::cin, key);
+      if (key.empty()) return ReportError(UsageError("no API key on stdin"));
+      PrintOut(serve::HashKey(key) + "\n");
+      return 0;
+    };
+  });
 }
 
 void SetupSign(CLI::App& sub, Action* action) {

@@ -49,6 +49,8 @@ constexpr CommandRow kCommands[] = {
      ferry::cli::SetupSign},
     {"artifact", "Verify an artifact: files against its manifest and signature, golden set rerun",
      ferry::cli::SetupArtifact},
+    {"serve", "Serve models over the Open Inference Protocol (KServe v2): HTTP, gRPC, metrics",
+     ferry::cli::SetupServe},
 };
 
 // OpenMP (libgomp, which oneDNN and the cpu kernels use) lets an idle worker spin 300000 pause

@@ -1,0 +1,91 @@
+// One ready model version's execution: a bounded priority queue, `instances` worker threads
+// that share one runtime::Session, and dynamic batching (Triton's semantics: a batch is sent as
+// soon as it reaches max_batch_size or a preferred size, else when its oldest request has waited
+// max_queue_delay_us; requests batch together when their inputs differ only in the first axis).
+// Thread-safe: Infer may be called from any number of threads; it blocks until the answer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/session.h"
+#include "serve/source.h"
+#include "serve/types.h"
+
+namespace ferry::serve {
+
+// Counters of one model version; they outlive the version's executor (a reload keeps them),
+// so the metrics count every request once.
+struct VersionStats {
+  mutable std::mutex mu;
+  ModelStatistics stats;                     // name, version, counts and durations
+  std::map<std::string, uint64_t> failures;  // reason (REJECTED, CANCELED, BACKEND, OTHER)
+  std::map<int64_t, BatchStat> batches;      // by batch size
+  uint64_t request_duration_ns = 0;          // success and failure
+  std::atomic<int64_t> pending{0};           // queued or running
+  void Fail(const std::string& reason, uint64_t ns);
+};
+
+struct ExecutorSpec {
+  std::string model, version;
+  ServeConfig config;
+  int instances = 1;
+  int threads_per_run = 1;
+  bool batchable = false;  // every input and output has a dynamic first axis
+  std::vector<std::string> labels;
+};
+
+class Executor {
+ public:
+  Executor(ExecutorSpec spec, std::unique_ptr<runtime::Session> session,
+           std::shared_ptr<VersionStats> stats);
+  ~Executor();  // Stop()
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Checks the request against the model, queues it and waits for its answer.
+  Error Infer(InferRequest request, InferResponse* response);
+  // Refuses new requests; the queued ones still run. Idempotent; joins the workers.
+  void Stop();
+  runtime::Session& session() { return *session_; }
+  const ExecutorSpec& spec() const { return spec_; }
+
+ private:
+  struct Pending {
+    InferRequest request;
+    int64_t rows = 1;  // first-axis length when batching
+    uint64_t level = 0;
+    std::chrono::steady_clock::time_point enqueued;
+    std::promise<std::pair<Error, InferResponse>> done;
+  };
+  Error Check(const InferRequest& request, int64_t* rows) const;
+  void Worker();
+  // Takes the next batch from the queue (lock held); empty when stopping and nothing is left.
+  std::vector<std::unique_ptr<Pending>> NextBatch(std::unique_lock<std::mutex>& lock);
+  void Execute(std::vector<std::unique_ptr<Pending>> batch);
+  void Finish(Pending& p, Error error, InferResponse response,
+              std::chrono::steady_clock::time_point dequeued);
+  Result<Tensor> Classify(const Tensor& t, int64_t top) const;
+
+  ExecutorSpec spec_;
+  std::unique_ptr<runtime::Session> session_;
+  std::shared_ptr<VersionStats> stats_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::deque<std::unique_ptr<Pending>>> queues_;  // by level, 0 highest
+  int64_t queued_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace ferry::serve

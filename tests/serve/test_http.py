@@ -1,0 +1,618 @@
+"""ferry serve over HTTP, driven by the real Triton client (tritonclient 2.73 from PyPI) and by
+raw sockets for what a client library would never send.
+
+Covers: health, server and model metadata, infer on every zoo model (binary and JSON tensors,
+outputs compared with ONNX Runtime on the same inputs), classification with labels, dynamic
+batching (fewer executions than inferences), the repository extension (index, unload, load),
+statistics, Prometheus metrics (promtool), signed artifacts (a wrong key or a changed golden
+output is never served, with the reason in the index), bad requests (each a 4xx with one JSON
+error), a stalled half request, API keys (401/403, revocation), hot reloads under load with
+broken versions (0 failed requests), SIGTERM draining, and 10,000 mutated requests plus a flood
+of oversized bodies (bounded RSS; under ASan in `make sanitize`).
+
+usage: test_http.py --ferry build/src/ferry --zoo build/models/zoo --work DIR
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serving import Server, free_port, link_model, metric  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZOO = ["digits_cnn", "gru_encoder", "bert_encoder", "mobilenet_v2", "resnet18_op17"]
+FAILURES = []
+
+
+def check(cond, what):
+    if cond:
+        print(f"ok   {what}")
+    else:
+        print(f"FAIL {what}")
+        FAILURES.append(what)
+
+
+def expect_error(fn, status, words, what):
+    try:
+        fn()
+    except InferenceServerException as e:
+        msg = e.message() or ""
+        ok = str(e.status()) == str(status) and all(w in msg for w in words)
+        check(ok, f"{what}: {e.status()} {msg!r}")
+        return
+    check(False, f"{what}: no error")
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd}: exit {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def read_inputs(model_dir):
+    model = onnx.load(os.path.join(model_dir, "model.onnx"), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    feeds = {}
+    for k, name in enumerate(names):
+        t = onnx.TensorProto()
+        with open(os.path.join(model_dir, "test_data_set_0", f"input_{k}.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        feeds[name] = numpy_helper.to_array(t)
+    return feeds, [o.name for o in model.graph.output]
+
+
+def np_to_triton(a):
+    return {np.float32: "FP32", np.int64: "INT64", np.int32: "INT32", np.bool_: "BOOL",
+            np.float64: "FP64", np.uint8: "UINT8"}[a.dtype.type]
+
+
+def infer(client, model, feeds, binary, outputs=None, **kw):
+    inputs = []
+    for name, a in feeds.items():
+        i = httpclient.InferInput(name, list(a.shape), np_to_triton(a))
+        i.set_data_from_numpy(a, binary_data=binary)
+        inputs.append(i)
+    outs = None
+    if outputs is not None:
+        outs = [httpclient.InferRequestedOutput(n, binary_data=binary) for n in outputs]
+    return client.infer(model, inputs, outputs=outs, **kw)
+
+
+def raw_http(port, data, timeout=30, half_close=False):
+    """Sends raw bytes, returns (status, body) of the answer ('' when the server closed).
+    half_close: shut the sending side after the bytes (the server reads EOF, not a stall)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    if half_close:
+        s.shutdown(socket.SHUT_WR)
+    chunks = []
+    try:
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            chunks.append(c)
+            text = b"".join(chunks)
+            if b"\r\n\r\n" in text:
+                head, body = text.split(b"\r\n\r\n", 1)
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                if len(body) >= length:
+                    break
+    finally:
+        s.close()
+    text = b"".join(chunks)
+    if not text:
+        return 0, ""
+    head, body = text.split(b"\r\n\r\n", 1)
+    return int(head.split(b" ")[1]), body.decode(errors="replace")
+
+
+def post(path, body, headers=None):
+    h = {"Content-Length": str(len(body)), "Host": "x", "Connection": "close"}
+    h.update(headers or {})
+    req = f"POST {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
+    return req.encode() + body
+
+
+def build_artifact(ferry, work, key):
+    art = os.path.join(work, "digits_artifact")
+    run([ferry, "build", os.path.join(ROOT, "examples", "digits_cnn", "ferry.yaml"), "-o", art,
+         "--force"])
+    run([ferry, "sign", art, "--key", key])
+    return art
+
+
+def rewrite_manifest_entry(art, rel):
+    """After changing `rel`, make the manifest agree (so only the signature or golden check
+    can catch the change)."""
+    path = os.path.join(art, "manifest.json")
+    m = json.load(open(path))
+    data = open(os.path.join(art, rel), "rb").read()
+    for f in m["files"]:
+        if f["path"] == rel:
+            f["sha256"] = hashlib.sha256(data).hexdigest()
+            f["bytes"] = len(data)
+    json.dump(m, open(path, "w"), indent=2, sort_keys=True)
+
+
+def main_suite(args, work):
+    ferry = args.ferry
+    repo = os.path.join(work, "repo")
+    os.makedirs(repo)
+    key = os.path.join(work, "key.pem")
+    run([ferry, "keys", "generate", "--out", key, "--force"])
+    other = os.path.join(work, "other.pem")
+    run([ferry, "keys", "generate", "--out", other, "--force"])
+    art = build_artifact(ferry, work, key)
+
+    # digits: the signed artifact, labels beside serve.yaml, dynamic batching.
+    shutil.copytree(art, os.path.join(repo, "digits", "1"))
+    with open(os.path.join(repo, "digits", "labels.txt"), "w") as f:
+        f.write("\n".join(f"digit-{i}" for i in range(10)) + "\n")
+    with open(os.path.join(repo, "digits", "serve.yaml"), "w") as f:
+        f.write("max_batch_size: 16\ndynamic_batching:\n  max_queue_delay_us: 3000\n"
+                "instances: 1\n")
+    # wrongkey: signed by another key. badgolden: a golden output changed, re-signed.
+    shutil.copytree(art, os.path.join(repo, "wrongkey", "1"))
+    run([ferry, "sign", os.path.join(repo, "wrongkey", "1"), "--key", other])
+    bad = os.path.join(repo, "badgolden", "1")
+    shutil.copytree(art, bad)
+    out0 = os.path.join(bad, "golden", "data", "test_data_set_0", "output_0.pb")
+    t = onnx.TensorProto()
+    t.ParseFromString(open(out0, "rb").read())
+    a = numpy_helper.to_array(t).copy()
+    a.flat[0] += 1.0
+    open(out0, "wb").write(numpy_helper.from_array(a, t.name).SerializeToString())
+    rewrite_manifest_entry(bad, "golden/data/test_data_set_0/output_0.pb")
+    run([ferry, "sign", bad, "--key", key])
+    # The zoo, plain ONNX in Triton's layout.
+    for name in ZOO:
+        link_model(repo, name, 1, os.path.join(args.zoo, name, "model.onnx"))
+
+    with Server(ferry, repo, "--trusted-key", key.replace(".pem", ".pub.pem"),
+                "--allow-unsigned", "--insecure-no-auth", "--max-body-mb", "64",
+                "--read-timeout-s", "2", "--poll-interval-ms", "0") as srv:
+        print("\n".join(srv.banner))
+        c = httpclient.InferenceServerClient(srv.url, concurrency=8)
+        check(c.is_server_live() and c.is_server_ready(), "server live and ready")
+        meta = c.get_server_metadata()
+        check(meta["name"] == "ferry" and "binary_tensor_data" in meta["extensions"],
+              f"server metadata {meta}")
+        md = c.get_model_metadata("digits")
+        check(md["inputs"][0] == {"name": "image", "datatype": "FP32", "shape": [-1, 1, 8, 8]}
+              and md["platform"] == "onnx_onnxv1" and md["versions"] == ["1"]
+              and md["verified"] is True, f"digits metadata {md}")
+        check(c.get_model_metadata("resnet18_op17")["verified"] is False,
+              "plain ONNX is marked unverified")
+        check(c.is_model_ready("digits") and c.is_model_ready("digits", "1"), "digits ready")
+        check(not c.is_model_ready("wrongkey"), "artifact signed by another key: not ready")
+        check(not c.is_model_ready("badgolden"), "artifact whose golden set fails: not ready")
+        index = {(m["name"], m.get("version", "")): m for m in c.get_model_repository_index()}
+        check("signature" in index[("wrongkey", "1")]["reason"].lower(),
+              f"index says why wrongkey is refused: {index[('wrongkey', '1')]}")
+        check("golden set" in index[("badgolden", "1")]["reason"],
+              f"index says why badgolden is refused: {index[('badgolden', '1')]}")
+
+        # Every zoo model, binary and JSON, against ONNX Runtime.
+        for name in ZOO:
+            feeds, out_names = read_inputs(os.path.join(args.zoo, name))
+            sess = ort.InferenceSession(os.path.join(args.zoo, name, "model.onnx"),
+                                       providers=["CPUExecutionProvider"])
+            want = dict(zip(out_names, sess.run(None, feeds)))
+            for binary in (True, False):
+                r = infer(c, name, feeds, binary, outputs=None if binary else out_names,
+                          request_id="req-7")
+                worst = 0.0
+                for o in out_names:
+                    got = r.as_numpy(o)
+                    ok = got.shape == want[o].shape
+                    if ok:
+                        worst = max(worst, float(np.max(np.abs(got - want[o])
+                                                        / (1e-3 * np.abs(want[o]) + 1e-4))))
+                    check(ok, f"{name} {o} shape {got.shape}")
+                resp = r.get_response()
+                check(worst <= 1.0 and resp["id"] == "req-7" and resp["model_version"] == "1",
+                      f"{name} ({'binary' if binary else 'JSON'}) matches ONNX Runtime "
+                      f"(worst |d|/(atol+rtol|x|) {worst:.3f})")
+
+        # Classification with the labels file.
+        feeds, _ = read_inputs(os.path.join(args.zoo, "digits_cnn"))
+        img = np.ascontiguousarray(np.concatenate([feeds["image"][:1],
+                                                   feeds["image"][:1][..., ::-1]]))
+        i = httpclient.InferInput("image", list(img.shape), "FP32")
+        i.set_data_from_numpy(img)
+        r = c.infer("digits", [i], outputs=[httpclient.InferRequestedOutput("logits",
+                                                                            class_count=3)])
+        cls = r.as_numpy("logits")
+        logits = infer(c, "digits", {"image": img}, True).as_numpy("logits")
+        top = np.argsort(-logits, axis=1)[:, :3]
+        parsed = [[x.decode().split(":") for x in row] for row in cls]
+        check(cls.shape == (2, 3) and all(int(p[1]) == top[b][k] and p[2] == f"digit-{top[b][k]}"
+                                          and abs(float(p[0]) - logits[b][top[b][k]]) < 1e-5
+                                          for b, row in enumerate(parsed)
+                                          for k, p in enumerate(row)),
+              f"classification top-3 with labels: {parsed} vs {top.tolist()}")
+
+        # Dynamic batching: concurrent batch-1 requests share executions.
+        before = c.get_inference_statistics("digits")["model_stats"][0]
+        one = feeds["image"][:1]
+        results, errors = [], []
+
+        def client_loop():
+            cc = httpclient.InferenceServerClient(srv.url)
+            for _ in range(10):
+                try:
+                    results.append(infer(cc, "digits", {"image": one}, True).as_numpy("logits"))
+                except Exception as e:  # noqa: BLE001
+                    errors.append(str(e))
+        threads = [threading.Thread(target=client_loop) for _ in range(12)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        after = c.get_inference_statistics("digits")["model_stats"][0]
+        inferences = after["inference_count"] - before["inference_count"]
+        executions = after["execution_count"] - before["execution_count"]
+        check(not errors and inferences == 120 and executions < inferences,
+              f"dynamic batching: {inferences} inferences in {executions} executions, "
+              f"errors {errors[:1]}")
+        check(all(np.allclose(r, results[0], atol=1e-5) for r in results),
+              "batched answers equal the batch-1 answer")
+        sizes = [b["batch_size"] for b in after["batch_stats"]]
+        check(max(sizes) > 1, f"batch_stats sizes {sorted(sizes)}")
+
+        # Errors the client library reports.
+        expect_error(lambda: infer(c, "nosuch", {"image": one}, True), 404, ["nosuch"],
+                     "unknown model")
+        expect_error(lambda: infer(c, "digits", {"img": one}, True), 400, ["'img'"],
+                     "wrong input name")
+        expect_error(lambda: infer(c, "digits", {"image": one.astype(np.float64)}, True), 400,
+                     ["'image'", "FP64", "FP32"], "wrong input dtype")
+        expect_error(lambda: infer(c, "digits", {"image": np.zeros((1, 1, 8, 7), np.float32)},
+                                   True), 400, ["'image'", "[-1,1,8,8]"], "wrong input shape")
+        expect_error(lambda: infer(c, "digits", {"image": one}, True, model_version="9"), 404,
+                     ["version 9"], "unknown version")
+
+        # Raw requests a client library would not send.
+        port = srv.ports["http"]
+        st, body = raw_http(port, post("/v2/models/digits/infer", b"{not json"))
+        check(st == 400 and "JSON" in json.loads(body)["error"], f"malformed JSON: {st} {body}")
+        hdr = json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32",
+                                      "parameters": {"binary_data_size": 256}}]}).encode()
+        st, body = raw_http(port, post("/v2/models/digits/infer", hdr + b"\0" * 100,
+                                       {"Inference-Header-Content-Length": len(hdr)}))
+        check(st == 400 and "256" in body and "100" in body,
+              f"binary part shorter than binary_data_size: {st} {body}")
+        huge = json.dumps({"inputs": [{"name": "image", "shape": [1000000, 1000000],
+                                       "datatype": "FP32", "data": [0]}]}).encode()
+        st, body = raw_http(port, post("/v2/models/digits/infer", huge))
+        check(st == 400 and "limit" in body, f"10^12 elements declared: {st} {body}")
+        st, body = raw_http(port, post("/v2/models/digits/infer", b"x" * (65 << 20)))
+        check(st == 413, f"body over --max-body-mb: {st} {body[:80]}")
+        st, body = raw_http(port, b"GET /v2/nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        check(st == 404 and "error" in json.loads(body), f"unknown endpoint: {st} {body}")
+        # A connection that sends half a request and stalls is closed (--read-timeout-s 2),
+        # and the server answers others meanwhile.
+        stalled = socket.create_connection(("127.0.0.1", port), timeout=30)
+        stalled.sendall(b"POST /v2/models/digits/infer HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{")
+        check(c.is_model_ready("digits"), "served while a connection stalls")
+        t0 = time.time()
+        closed = stalled.recv(100)
+        check(time.time() - t0 < 25, f"stalled connection closed by the server ({closed[:40]!r})")
+        stalled.close()
+
+        # Repository extension.
+        c.unload_model("digits")
+        check(not c.is_model_ready("digits"), "unloaded digits is not ready")
+        expect_error(lambda: infer(c, "digits", {"image": one}, True), 503, ["digits"],
+                     "infer on an unloaded model")
+        c.load_model("digits")
+        check(c.is_model_ready("digits"), "loaded again")
+        expect_error(lambda: c.load_model("badgolden"), 400, ["golden set"],
+                     "load of an artifact whose golden set fails")
+
+        # Metrics: Triton's names, each success counted once, promtool clean but for the
+        # naming remarks on the nv_* names.
+        text = srv.metrics()
+        stats = c.get_inference_statistics("digits")["model_stats"][0]
+        check(metric(text, "nv_inference_request_success", model="digits") ==
+              stats["inference_stats"]["success"]["count"],
+              "nv_inference_request_success equals the statistics' success count")
+        check(metric(text, "nv_inference_request_failure", model="digits", reason="OTHER") >= 3,
+              "failed requests counted")
+        promtool = shutil.which("promtool")
+        if promtool:
+            p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                               text=True)
+            remarks = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.strip()]
+            other = [ln for ln in remarks if not ln.startswith("nv_")]
+            check(not other and "error" not in (p.stdout + p.stderr).lower(),
+                  f"promtool check metrics: {len(remarks)} naming remarks on nv_* only; "
+                  f"other: {other[:3]}")
+        else:
+            check(False, "promtool is installed (Debian package prometheus)")
+
+        # SIGTERM drains: a request in flight (seen in the pending gauge) finishes, exit 0.
+        done = []
+        f, _ = read_inputs(os.path.join(args.zoo, "resnet18_op17"))
+        batch = np.ascontiguousarray(np.repeat(f["image"], 16, 0))
+        cc = httpclient.InferenceServerClient(srv.url)
+
+        def slow():
+            try:
+                done.append(infer(cc, "resnet18_op17", {"image": batch}, True)
+                            .as_numpy("logits").shape)
+            except Exception as e:  # noqa: BLE001
+                done.append(str(e))
+        th = threading.Thread(target=slow)
+        th.start()
+        for _ in range(2000):
+            if metric(srv.metrics(), "nv_inference_pending_request_count",
+                      model="resnet18_op17") > 0:
+                break
+            time.sleep(0.002)
+        code = srv.terminate()
+        th.join()
+        check(code == 0 and done == [(16, 1000)], f"SIGTERM: exit {code}, in-flight {done}")
+
+
+def auth_suite(args, work):
+    repo = os.path.join(work, "repo-auth")
+    for name in ("digits", "other"):
+        link_model(repo, name, 1, os.path.join(args.zoo, "digits_cnn", "model.onnx"))
+    keys = os.path.join(work, "keys.yaml")
+
+    def write_keys(entries):
+        tmp = keys + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("keys:\n")
+            for name, key, scopes in entries:
+                h = subprocess.run([args.ferry, "keys", "hash-api-key"], input=key + "\n",
+                                   capture_output=True, text=True, check=True).stdout.strip()
+                f.write(f"  - name: {name}\n    sha256: {h}\n    scopes: {json.dumps(scopes)}\n")
+        os.replace(tmp, keys)
+    write_keys([("app", "app-secret", ["infer:dig*"]), ("ops", "ops-secret", ["admin"])])
+    with Server(args.ferry, repo, "--allow-unsigned", "--keys", keys,
+                "--poll-interval-ms", "0") as srv:
+        feeds, _ = read_inputs(os.path.join(args.zoo, "digits_cnn"))
+        one = {"image": feeds["image"][:1]}
+
+        def client(key):
+            h = {"Authorization": f"Bearer {key}"} if key else None
+            return httpclient.InferenceServerClient(srv.url), h
+        c, _ = client(None)
+        check(c.is_server_live(), "health needs no key")
+        expect_error(lambda: infer(c, "digits", one, True), 401, ["API key"], "no key: 401")
+        c, h = client("wrong")
+        expect_error(lambda: infer(c, "digits", one, True, headers=h), 401, ["unknown"],
+                     "unknown key: 401")
+        c, h = client("app-secret")
+        check(infer(c, "digits", one, True, headers=h).as_numpy("logits").shape == (1, 10),
+              "infer with a scoped key")
+        expect_error(lambda: infer(c, "other", one, True, headers=h), 403, ["other"],
+                     "key scoped to dig*: 403 on another model")
+        expect_error(lambda: c.get_model_repository_index(headers=h), 403, ["admin"],
+                     "infer key: 403 on the repository extension")
+        c2, h2 = client("ops-secret")
+        check(len(c2.get_model_repository_index(headers=h2)) == 2, "admin key lists the index")
+        time.sleep(0.05)
+        write_keys([("ops", "ops-secret", ["admin"])])  # revoke app
+        expect_error(lambda: infer(c, "digits", one, True, headers=h), 401, ["unknown"],
+                     "revoked key fails on its next request")
+
+
+def reload_suite(args, work):
+    """Ten hot reloads (good and broken versions alternating) under constant load."""
+    repo = os.path.join(work, "repo-reload")
+    good = os.path.join(args.zoo, "digits_cnn", "model.onnx")
+    link_model(repo, "digits", 1, good)
+    with open(os.path.join(repo, "digits", "serve.yaml"), "w") as f:
+        f.write("instances: 2\n")
+    with Server(args.ferry, repo, "--allow-unsigned", "--insecure-no-auth",
+                "--poll-interval-ms", "100") as srv:
+        feeds, _ = read_inputs(os.path.join(args.zoo, "digits_cnn"))
+        one = {"image": feeds["image"][:1]}
+        stop = threading.Event()
+        ok, failed, versions = [0], [], set()
+        lock = threading.Lock()
+
+        def load():
+            cc = httpclient.InferenceServerClient(srv.url)
+            while not stop.is_set():
+                try:
+                    r = infer(cc, "digits", one, True)
+                    with lock:
+                        ok[0] += 1
+                        versions.add(r.get_response()["model_version"])
+                except Exception as e:  # noqa: BLE001
+                    with lock:
+                        failed.append(str(e))
+        threads = [threading.Thread(target=load) for _ in range(4)]
+        [t.start() for t in threads]
+        c = httpclient.InferenceServerClient(srv.url)
+        broken = set()
+        for k in range(10):
+            v = k + 2
+            d = os.path.join(repo, "digits", str(v))
+            tmp = os.path.join(repo, "digits", f".{v}.tmp")
+            os.makedirs(tmp)
+            if k % 2 == 0:
+                shutil.copyfile(good, os.path.join(tmp, "model.onnx"))
+            else:
+                with open(os.path.join(tmp, "model.onnx"), "wb") as f:
+                    f.write(open(good, "rb").read()[:500])  # truncated: refused
+                broken.add(str(v))
+            os.rename(tmp, d)
+            for _ in range(600):
+                idx = {m.get("version"): m for m in c.get_model_repository_index()
+                       if m["name"] == "digits"}
+                if idx.get(str(v), {}).get("state") in ("READY", "UNAVAILABLE"):
+                    break
+                time.sleep(0.05)
+            state = idx.get(str(v), {}).get("state")
+            check(state == ("UNAVAILABLE" if str(v) in broken else "READY"),
+                  f"reload {k + 1}: version {v} {state} {idx.get(str(v), {}).get('reason', '')[:80]}")
+            time.sleep(0.3)
+        stop.set()
+        [t.join() for t in threads]
+        check(not failed, f"hot reloads under load: {ok[0]} requests, {len(failed)} failed "
+                          f"{failed[:2]}")
+        check(not (versions & broken), f"broken versions never served (served {sorted(versions)})")
+        text = srv.metrics()
+        counted = metric(text, "nv_inference_request_success", model="digits")
+        check(counted == ok[0], f"metrics count every request once: {counted} vs {ok[0]}")
+
+
+def rss_kb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def fuzz_suite(args, work, count):
+    """`count` mutated infer requests (JSON and binary) over keep-alive connections: every
+    answer is an HTTP status with a JSON error for 4xx, or the connection is closed; the
+    server is alive at the end and its RSS bounded; then a flood of oversized bodies."""
+    import random
+    repo = os.path.join(work, "repo-fuzz")
+    link_model(repo, "digits", 1, os.path.join(args.zoo, "digits_cnn", "model.onnx"))
+    rng = random.Random(1)
+    img = np.linspace(0, 1, 64, dtype=np.float32).reshape(1, 1, 8, 8)
+    seeds = []
+    js = json.dumps({"id": "f", "inputs": [{"name": "image", "shape": [1, 1, 8, 8],
+                                            "datatype": "FP32",
+                                            "data": img.flatten().tolist()}],
+                     "outputs": [{"name": "logits", "parameters": {"classification": 3}}]})
+    seeds.append((js.encode(), None))
+    hdr = json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 8, 8], "datatype": "FP32",
+                                  "parameters": {"binary_data_size": 256}}],
+                      "parameters": {"binary_data_output": True}}).encode()
+    seeds.append((hdr + img.tobytes(), len(hdr)))
+    tokens = [b"-1", b"1e999", b"[]", b"{}", b"null", b'"BYTES"', b'"FP16"', b"4294967296",
+              b"99999999999999999999", b'"\ud800"', b"\xff", b"[[[[[[", b"true"]
+    with Server(args.ferry, repo, "--allow-unsigned", "--insecure-no-auth",
+                "--poll-interval-ms", "0", "--max-body-mb", "1", "--read-timeout-s", "2") as srv:
+        port = srv.ports["http"]
+        rss0 = rss_kb(srv.proc.pid)
+        statuses = {}
+        bad = []
+        sock = None
+        for i in range(count):
+            body, hlen = seeds[rng.randrange(len(seeds))]
+            b = bytearray(body)
+            for _ in range(rng.randint(1, 4)):
+                op = rng.randrange(5)
+                pos = rng.randrange(len(b) + 1)
+                if op == 0 and b:
+                    b[min(pos, len(b) - 1)] = rng.randrange(256)
+                elif op == 1:
+                    del b[pos:pos + rng.randint(1, 16)]
+                elif op == 2:
+                    b[pos:pos] = tokens[rng.randrange(len(tokens))]
+                elif op == 3:
+                    b = b[:pos]
+                else:
+                    b[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+            headers = {"Content-Length": str(len(b)), "Host": "x"}
+            if hlen is not None:
+                headers["Inference-Header-Content-Length"] = str(
+                    hlen if rng.random() < 0.7 else rng.randint(-5, len(b) + 5))
+            req = ("POST /v2/models/digits/infer HTTP/1.1\r\n" +
+                   "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode() + b
+            try:
+                if sock is None:
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                    f = sock.makefile("rb")
+                sock.sendall(req)
+                status_line = f.readline()
+                if not status_line:
+                    raise ConnectionError("closed")
+                st = int(status_line.split()[1])
+                length = 0
+                while True:
+                    line = f.readline()
+                    if line in (b"\r\n", b""):
+                        break
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                payload = f.read(length)
+                statuses[st] = statuses.get(st, 0) + 1
+                if st >= 400:
+                    try:
+                        if not json.loads(payload)["error"]:
+                            bad.append((i, st, payload[:100]))
+                    except Exception:  # noqa: BLE001
+                        bad.append((i, st, payload[:100]))
+                elif st != 200:
+                    bad.append((i, st, payload[:100]))
+            except (ConnectionError, OSError, ValueError, IndexError):
+                statuses["closed"] = statuses.get("closed", 0) + 1
+                if sock:
+                    sock.close()
+                sock = None
+        if sock:
+            sock.close()
+        rss1 = rss_kb(srv.proc.pid)
+        check(srv.proc.poll() is None and not bad,
+              f"{count} mutated requests: answers {statuses}, malformed answers {bad[:3]}")
+        c = httpclient.InferenceServerClient(srv.url)
+        check(infer(c, "digits", {"image": img}, True).as_numpy("logits").shape == (1, 10),
+              "serves normally after the fuzzing")
+        # Oversized bodies: refused by their Content-Length, memory stays put.
+        for _ in range(200):
+            st, _ = raw_http(port, b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
+                                   b"Connection: close\r\nContent-Length: 4000000000\r\n\r\n{",
+                             half_close=True)
+        rss2 = rss_kb(srv.proc.pid)
+        check(st in (0, 413), f"oversized body flood: refused ({st or 'connection closed'})")
+        # ASan keeps freed memory in its quarantine (256 MiB by default) before reusing it.
+        slack = (64 + (256 if "ASAN_OPTIONS" in os.environ else 0)) * 1024
+        check(rss2 < rss0 + slack,
+              f"RSS bounded: {rss0 // 1024} MiB at start, {rss1 // 1024} after fuzzing, "
+              f"{rss2 // 1024} after the flood")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ferry", required=True)
+    ap.add_argument("--zoo", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--fuzz-requests", type=int, default=10000)
+    args = ap.parse_args()
+    args.ferry = os.path.abspath(args.ferry)
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    for suite in (main_suite, auth_suite, reload_suite):
+        t0 = time.time()
+        suite(args, work)
+        print(f"-- {suite.__name__}: {time.time() - t0:.1f} s")
+    t0 = time.time()
+    fuzz_suite(args, work, args.fuzz_requests)
+    print(f"-- fuzz_suite: {time.time() - t0:.1f} s")
+    if FAILURES:
+        print(f"\n{len(FAILURES)} FAILED:\n  " + "\n  ".join(FAILURES))
+        sys.exit(1)
+    print("\nall passed")
+
+
+if __name__ == "__main__":
+    main()
