@@ -23,7 +23,9 @@ build: deps
 	ninja -C $(BUILD) -j $(JOBS)
 
 # Ferry's main job on the bundled example: inspect the model, run it, check it against its test
-# data, then build the release artifact (fp32 + int8, gated on the golden set), sign and verify it.
+# data, then build the release artifact (fp32 + int8, gated on the golden set), sign and verify it,
+# then serve it (ferry serve: signature and golden set checked at load) and ask it for a
+# prediction with the real Triton client.
 demo: build
 	$(BUILD)/src/ferry inspect examples/digits_cnn/model.onnx
 	$(BUILD)/src/ferry run examples/digits_cnn/model.onnx \
@@ -33,6 +35,8 @@ demo: build
 	$(BUILD)/src/ferry keys generate --out $(BUILD)/demo-key.pem --force
 	$(BUILD)/src/ferry sign $(BUILD)/demo-artifact --key $(BUILD)/demo-key.pem
 	$(BUILD)/src/ferry artifact verify $(BUILD)/demo-artifact --key $(BUILD)/demo-key.pub.pem --golden
+	.venv/bin/python examples/digits_cnn/serve_demo.py --ferry $(BUILD)/src/ferry \
+	  --artifact $(BUILD)/demo-artifact --key $(BUILD)/demo-key.pub.pem
 
 # Every test: the release build's suite, then the sanitizer builds', then a short fuzzing run.
 test: test-release sanitize tsan fuzz-smoke
