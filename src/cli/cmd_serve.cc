@@ -5,6 +5,7 @@
 // (then drains: new requests refused, running ones finish, exit 0).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -102,6 +103,9 @@ int RunServe(const ServeOptions& o) {
   if (o.grpc_port >= 0) {
     serve::GrpcOptions go;
     go.address = o.host + ":" + std::to_string(o.grpc_port);
+    // The same body limit as HTTP (gRPC's own ceiling is 2 GiB - 1).
+    go.max_message_bytes =
+        static_cast<int>(std::min<uint64_t>(o.max_body_mb << 20, uint64_t{2147483647}));
     auto g = serve::StartGrpcServer(service->get(), go);
     if (!g.ok()) return ReportError(g.status());
     grpc = std::move(g.value());
@@ -166,7 +170,8 @@ void SetupServe(CLI::App& sub, Action* action) {
   sub.add_option("--max-connections", o->max_connections,
                  "HTTP connections served at once (default 64)")
       ->check(CLI::Range(1, 4096));
-  sub.add_option("--max-body-mb", o->max_body_mb, "Largest request body, MiB (default 2048)")
+  sub.add_option("--max-body-mb", o->max_body_mb,
+                 "Largest request body or gRPC message, MiB (default 2048)")
       ->check(CLI::Range(1, 1 << 20));
   sub.add_option("--max-elements", o->max_elements,
                  "Largest input tensor, elements (default 2^30)");

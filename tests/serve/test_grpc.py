@@ -316,7 +316,8 @@ def main():
                 "  - name: digits-client\n    sha256: %s\n    scopes: [\"infer:digit*\"]\n"
                 "  - name: operator\n    sha256: %s\n    scopes: [admin]\n"
                 % (hashlib.sha256(INFER_KEY.encode()).hexdigest(), hashlib.sha256(ADMIN_KEY.encode()).hexdigest()))
-    server = Server(args.ferry, auth_repo, work, "keys", ["--keys", keys])
+    # --max-body-mb 1: the gRPC message limit follows the HTTP body limit.
+    server = Server(args.ferry, auth_repo, work, "keys", ["--keys", keys, "--max-body-mb", "1"])
     try:
         addr = server.start()
         if addr is not None:
@@ -373,6 +374,11 @@ def auth_checks(args, addr):
     st = client.get_inference_statistics("digits", headers=admin_h)
     check(len(st.model_stats) == 1 and st.model_stats[0].inference_count >= 1, "keys: statistics with the admin key")
     check(client.is_model_ready("digits", headers=infer_h), "keys: still ready (nothing was unloaded)")
+    big = np.zeros((5000, 1, 8, 8), np.float32)  # 1.28 MB of raw contents, over --max-body-mb 1
+    expect_status("a message over --max-body-mb",
+                  lambda: infer_tc(client, "digits", {"image": big}, headers=infer_h), "RESOURCE_EXHAUSTED")
+    check(infer_tc(client, "digits", {"image": x}, headers=infer_h).as_numpy("logits").shape == (x.shape[0], 10),
+          "keys: serves after the oversized message")
     client.close()
 
 
