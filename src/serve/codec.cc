@@ -9,18 +9,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace ferry::serve {
 using json = nlohmann::json;
 
 namespace {
-
-std::string Dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-Error Bad(std::string message) {
-  return MakeError(ErrorKind::kInvalidArg, std::move(message));
-}
 
 // Collects the leaves of a (possibly nested) JSON array in row-major order.
 bool Flatten(const json& j, int depth, uint64_t limit, std::vector<const json*>* out) {
@@ -67,14 +61,14 @@ Error FillFromJson(const std::string& name, const json& data, Tensor* t) {
   std::vector<const json*> leaves;
   uint64_t n = static_cast<uint64_t>(t->size());
   if (!Flatten(data, 0, n, &leaves) || leaves.size() != n) {
-    return Bad(fmt::format(
+    return InvalidArg(fmt::format(
         "input '{}': 'data' holds {} elements, the shape {} needs {}", name,
         leaves.size() >= n ? "more than " + std::to_string(n) : std::to_string(leaves.size()),
         ShapeToString(t->shape()), n));
   }
   auto wrong = [&](size_t i, const char* want) {
-    return Bad(fmt::format("input '{}': data element {} is {}, expected {} for {}", name, i,
-                           leaves[i]->type_name(), want, DatatypeName(t->dtype())));
+    return InvalidArg(fmt::format("input '{}': data element {} is {}, expected {} for {}", name, i,
+                                  leaves[i]->type_name(), want, DatatypeName(t->dtype())));
   };
   DType d = t->dtype();
   if (d == DType::kString) {
@@ -92,7 +86,7 @@ Error FillFromJson(const std::string& name, const json& data, Tensor* t) {
     return Error::Ok();
   }
   if (d == DType::kFloat16 || d == DType::kBFloat16) {
-    return Bad(
+    return InvalidArg(
         fmt::format("input '{}': {} data can only be sent as binary data", name, DatatypeName(d)));
   }
   Error err;
@@ -119,7 +113,7 @@ Error FillFromBinary(const std::string& name, const char* data, uint64_t size, T
     uint64_t pos = 0;
     for (int64_t i = 0; i < t->size(); ++i) {
       if (size - pos < 4) {
-        return Bad(
+        return InvalidArg(
             fmt::format("input '{}': BYTES element {} has no 4-byte length ({} bytes "
                         "left)",
                         name, i, size - pos));
@@ -128,29 +122,29 @@ Error FillFromBinary(const std::string& name, const char* data, uint64_t size, T
       std::memcpy(&len, data + pos, 4);
       pos += 4;
       if (len > size - pos) {
-        return Bad(fmt::format("input '{}': BYTES element {} claims {} bytes, {} are left", name, i,
-                               len, size - pos));
+        return InvalidArg(fmt::format("input '{}': BYTES element {} claims {} bytes, {} are left",
+                                      name, i, len, size - pos));
       }
       t->data<std::string>()[i].assign(data + pos, len);
       pos += len;
     }
     if (pos != size) {
-      return Bad(fmt::format("input '{}': {} bytes of BYTES data left after {} elements", name,
-                             size - pos, t->size()));
+      return InvalidArg(fmt::format("input '{}': {} bytes of BYTES data left after {} elements",
+                                    name, size - pos, t->size()));
     }
     return Error::Ok();
   }
   if (size != t->nbytes()) {
-    return Bad(fmt::format("input '{}': binary_data_size is {} bytes, the shape {} of {} needs {}",
-                           name, size, ShapeToString(t->shape()), DatatypeName(t->dtype()),
-                           t->nbytes()));
+    return InvalidArg(
+        fmt::format("input '{}': binary_data_size is {} bytes, the shape {} of {} needs {}", name,
+                    size, ShapeToString(t->shape()), DatatypeName(t->dtype()), t->nbytes()));
   }
   std::memcpy(t->raw(), data, size);
   if (t->dtype() == DType::kBool) {
     for (int64_t i = 0; i < t->size(); ++i) {
       uint8_t b = reinterpret_cast<const uint8_t*>(data)[i];
       if (b > 1)
-        return Bad(fmt::format("input '{}': BOOL element {} is {}, not 0 or 1", name, i, b));
+        return InvalidArg(fmt::format("input '{}': BOOL element {} is {}, not 0 or 1", name, i, b));
     }
   }
   return Error::Ok();
@@ -160,7 +154,7 @@ bool ParamBool(const json& params, const char* key, bool* out, Error* err) {
   if (!params.is_object() || !params.contains(key)) return false;
   const auto& v = params[key];
   if (!v.is_boolean()) {
-    *err = Bad(fmt::format("parameter '{}' must be true or false", key));
+    *err = InvalidArg(fmt::format("parameter '{}' must be true or false", key));
     return false;
   }
   *out = v.get<bool>();
@@ -172,7 +166,7 @@ bool ParamUint(const json& params, const char* key, uint64_t* out, Error* err) {
   const auto& v = params[key];
   if (!v.is_number_integer() ||
       (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)) {
-    *err = Bad(fmt::format("parameter '{}' must be a non-negative integer", key));
+    *err = InvalidArg(fmt::format("parameter '{}' must be a non-negative integer", key));
     return false;
   }
   *out = v.get<uint64_t>();
@@ -182,14 +176,14 @@ bool ParamUint(const json& params, const char* key, uint64_t* out, Error* err) {
 }  // namespace
 
 std::string ErrorJson(const std::string& message) {
-  return Dump(json{{"error", message}});
+  return JsonText(json{{"error", message}});
 }
 
 Error ParseInferRequest(const std::string& header_length, const std::string& body,
                         const RequestLimits& limits, InferRequest* request) {
   if (body.size() > limits.max_body_bytes) {
-    return Bad(fmt::format("request body of {} bytes exceeds the limit of {}", body.size(),
-                           limits.max_body_bytes));
+    return InvalidArg(fmt::format("request body of {} bytes exceeds the limit of {}", body.size(),
+                                  limits.max_body_bytes));
   }
   uint64_t json_len = body.size();
   if (!header_length.empty()) {
@@ -197,7 +191,7 @@ Error ParseInferRequest(const std::string& header_length, const std::string& bod
     errno = 0;
     unsigned long long v = std::strtoull(header_length.c_str(), &end, 10);
     if (errno || *end || header_length[0] == '-' || v > body.size()) {
-      return Bad(
+      return InvalidArg(
           fmt::format("Inference-Header-Content-Length '{}' is not a length within the "
                       "body of {} bytes",
                       header_length.substr(0, 32), body.size()));
@@ -205,7 +199,7 @@ Error ParseInferRequest(const std::string& header_length, const std::string& bod
     json_len = v;
   }
   if (json_len == 0) {
-    return Bad(
+    return InvalidArg(
         "raw binary requests (Inference-Header-Content-Length: 0) are not supported; "
         "send a JSON header");
   }
@@ -213,51 +207,51 @@ Error ParseInferRequest(const std::string& header_length, const std::string& bod
   try {
     j = json::parse(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(json_len));
   } catch (const json::exception& e) {
-    return Bad(fmt::format("failed to parse the request JSON: {}", e.what()));
+    return InvalidArg(fmt::format("failed to parse the request JSON: {}", e.what()));
   }
-  if (!j.is_object()) return Bad("the request JSON must be an object");
+  if (!j.is_object()) return InvalidArg("the request JSON must be an object");
   Error err;
   if (j.contains("id")) {
-    if (!j["id"].is_string()) return Bad("'id' must be a string");
+    if (!j["id"].is_string()) return InvalidArg("'id' must be a string");
     request->id = j["id"].get<std::string>();
   }
   if (j.contains("parameters")) {
     const auto& p = j["parameters"];
-    if (!p.is_object()) return Bad("'parameters' must be an object");
+    if (!p.is_object()) return InvalidArg("'parameters' must be an object");
     ParamBool(p, "binary_data_output", &request->binary_output, &err);
     ParamUint(p, "priority", &request->priority, &err);
     ParamUint(p, "timeout", &request->timeout_us, &err);
     if (!err.ok()) return err;
   }
   if (!j.contains("inputs") || !j["inputs"].is_array()) {
-    return Bad("the request JSON has no 'inputs' list");
+    return InvalidArg("the request JSON has no 'inputs' list");
   }
   const char* binary = body.data() + json_len;
   uint64_t binary_left = body.size() - json_len;
   uint64_t total_bytes = 0;
   for (const auto& in : j["inputs"]) {
     if (!in.is_object() || !in.contains("name") || !in["name"].is_string()) {
-      return Bad("each input needs a 'name' string");
+      return InvalidArg("each input needs a 'name' string");
     }
     std::string name = in["name"].get<std::string>();
     if (!in.contains("datatype") || !in["datatype"].is_string()) {
-      return Bad(fmt::format("input '{}': 'datatype' is missing", name));
+      return InvalidArg(fmt::format("input '{}': 'datatype' is missing", name));
     }
     std::string dt = in["datatype"].get<std::string>();
     auto dtype = DTypeFromDatatype(dt);
-    if (!dtype) return Bad(fmt::format("input '{}': unknown datatype '{}'", name, dt));
+    if (!dtype) return InvalidArg(fmt::format("input '{}': unknown datatype '{}'", name, dt));
     if (!in.contains("shape") || !in["shape"].is_array()) {
-      return Bad(fmt::format("input '{}': 'shape' must be a list of integers", name));
+      return InvalidArg(fmt::format("input '{}': 'shape' must be a list of integers", name));
     }
     if (in["shape"].size() > 32) {
-      return Bad(fmt::format("input '{}': rank {} is over 32", name, in["shape"].size()));
+      return InvalidArg(fmt::format("input '{}': rank {} is over 32", name, in["shape"].size()));
     }
     Shape shape;
     uint64_t elements = 1;
     bool over = false;
     for (const auto& d : in["shape"]) {
       if (!d.is_number_integer() || (!d.is_number_unsigned() && d.get<int64_t>() < 0)) {
-        return Bad(
+        return InvalidArg(
             fmt::format("input '{}': 'shape' must be a list of non-negative integers", name));
       }
       uint64_t v = d.get<uint64_t>();
@@ -269,14 +263,14 @@ Error ParseInferRequest(const std::string& header_length, const std::string& bod
       }
     }
     if (over) {
-      return Bad(fmt::format("input '{}': shape {} holds more than the limit of {} elements", name,
-                             Dump(in["shape"]), limits.max_elements));
+      return InvalidArg(fmt::format("input '{}': shape {} holds more than the limit of {} elements",
+                                    name, JsonText(in["shape"]), limits.max_elements));
     }
     uint64_t bytes = elements * (*dtype == DType::kString ? 1 : DTypeSize(*dtype));
     total_bytes += bytes;
     if (total_bytes > limits.max_total_bytes) {
-      return Bad(fmt::format("input '{}': the inputs need more than the limit of {} bytes", name,
-                             limits.max_total_bytes));
+      return InvalidArg(fmt::format("input '{}': the inputs need more than the limit of {} bytes",
+                                    name, limits.max_total_bytes));
     }
     const json* params = in.contains("parameters") ? &in["parameters"] : nullptr;
     uint64_t bsize = 0;
@@ -284,27 +278,28 @@ Error ParseInferRequest(const std::string& header_length, const std::string& bod
     if (!err.ok()) return err;
     if (has_binary) {
       if (bsize > binary_left) {
-        return Bad(
+        return InvalidArg(
             fmt::format("input '{}': binary_data_size is {} bytes, only {} bytes of "
                         "binary data are left in the body",
                         name, bsize, binary_left));
       }
       if (*dtype != DType::kString && bsize != bytes) {
-        return Bad(
+        return InvalidArg(
             fmt::format("input '{}': binary_data_size is {} bytes, the shape {} of {} "
                         "needs {}",
-                        name, bsize, Dump(in["shape"]), dt, bytes));
+                        name, bsize, JsonText(in["shape"]), dt, bytes));
       }
       if (*dtype == DType::kString && bsize < 4 * elements) {
-        return Bad(fmt::format("input '{}': binary_data_size {} cannot hold {} BYTES elements",
-                               name, bsize, elements));
+        return InvalidArg(
+            fmt::format("input '{}': binary_data_size {} cannot hold {} BYTES elements", name,
+                        bsize, elements));
       }
     } else if (!in.contains("data")) {
-      return Bad(fmt::format("input '{}' has neither 'data' nor binary_data_size", name));
+      return InvalidArg(fmt::format("input '{}' has neither 'data' nor binary_data_size", name));
     } else if (*dtype != DType::kString && in["data"].is_array() && in["data"].size() > elements &&
                in["shape"].size() <= 1) {
-      return Bad(fmt::format("input '{}': 'data' holds more than the {} elements of the shape",
-                             name, elements));
+      return InvalidArg(fmt::format(
+          "input '{}': 'data' holds more than the {} elements of the shape", name, elements));
     }
     InferInput input;
     input.name = name;
@@ -319,16 +314,16 @@ Error ParseInferRequest(const std::string& header_length, const std::string& bod
     request->inputs.push_back(std::move(input));
   }
   if (binary_left != 0) {
-    return Bad(
+    return InvalidArg(
         fmt::format("{} bytes of binary data follow the JSON header but no input claims "
                     "them (binary_data_size)",
                     binary_left));
   }
   if (j.contains("outputs")) {
-    if (!j["outputs"].is_array()) return Bad("'outputs' must be a list");
+    if (!j["outputs"].is_array()) return InvalidArg("'outputs' must be a list");
     for (const auto& o : j["outputs"]) {
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) {
-        return Bad("each requested output needs a 'name' string");
+        return InvalidArg("each requested output needs a 'name' string");
       }
       RequestedOutput ro;
       ro.name = o["name"].get<std::string>();
@@ -338,7 +333,7 @@ Error ParseInferRequest(const std::string& header_length, const std::string& bod
         ParamBool(p, "binary_data", &ro.binary, &err);
         uint64_t c = 0;
         if (ParamUint(p, "classification", &c, &err)) ro.classification = static_cast<int64_t>(c);
-        if (!err.ok()) return Bad(fmt::format("output '{}': {}", ro.name, err.message));
+        if (!err.ok()) return InvalidArg(fmt::format("output '{}': {}", ro.name, err.message));
       }
       request->outputs.push_back(std::move(ro));
     }
@@ -406,7 +401,7 @@ void EncodeInferResponse(const InferResponse& r, std::string* body, size_t* head
     outputs.push_back(std::move(out));
   }
   j["outputs"] = std::move(outputs);
-  *body = Dump(j);
+  *body = JsonText(j);
   *header_length = 0;
   bool any_binary = false;
   for (const auto& o : r.outputs) any_binary = any_binary || o.binary;

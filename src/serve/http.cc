@@ -11,20 +11,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace ferry::serve {
 using json = nlohmann::json;
-
-namespace {
-
-std::string Dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-Error Bad(std::string message) {
-  return MakeError(ErrorKind::kInvalidArg, std::move(message));
-}
-
-}  // namespace
 
 namespace {
 
@@ -163,8 +153,9 @@ void HttpServer::Impl::Routes() {
   });
   http.Get("/v2", [svc](const httplib::Request&, httplib::Response& res) {
     auto m = svc->Metadata();
-    res.set_content(Dump({{"name", m.name}, {"version", m.version}, {"extensions", m.extensions}}),
-                    "application/json");
+    res.set_content(
+        JsonText({{"name", m.name}, {"version", m.version}, {"extensions", m.extensions}}),
+        "application/json");
   });
   const std::string model_re = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
   http.Get(model_re, [=](const httplib::Request& req, httplib::Response& res) {
@@ -180,12 +171,12 @@ void HttpServer::Impl::Routes() {
       }
       return a;
     };
-    res.set_content(Dump({{"name", m.name},
-                          {"versions", m.versions},
-                          {"platform", m.platform},
-                          {"inputs", tensors(m.inputs)},
-                          {"outputs", tensors(m.outputs)},
-                          {"verified", m.verified}}),
+    res.set_content(JsonText({{"name", m.name},
+                              {"versions", m.versions},
+                              {"platform", m.platform},
+                              {"inputs", tensors(m.inputs)},
+                              {"outputs", tensors(m.outputs)},
+                              {"verified", m.verified}}),
                     "application/json");
   });
   http.Get(model_re + "/ready", [=](const httplib::Request& req, httplib::Response& res) {
@@ -228,7 +219,7 @@ void HttpServer::Impl::Routes() {
     if (!e.ok()) return Reply(res, e);
     json a = json::array();
     for (const auto& m : s) a.push_back(StatsJson(m));
-    res.set_content(Dump({{"model_stats", a}}), "application/json");
+    res.set_content(JsonText({{"model_stats", a}}), "application/json");
   };
   http.Get("/v2/models/stats", stats);
   http.Get(model_re + "/stats", stats);
@@ -238,10 +229,11 @@ void HttpServer::Impl::Routes() {
     if (!req.body.empty()) {
       json j = json::parse(req.body, nullptr, false);
       if (j.is_discarded() || !j.is_object()) {
-        return Reply(res, Bad("repository index: the body must be a JSON object"));
+        return Reply(res, InvalidArg("repository index: the body must be a JSON object"));
       }
       if (j.contains("ready")) {
-        if (!j["ready"].is_boolean()) return Reply(res, Bad("'ready' must be true or false"));
+        if (!j["ready"].is_boolean())
+          return Reply(res, InvalidArg("'ready' must be true or false"));
         ready = j["ready"].get<bool>();
       }
     }
@@ -253,15 +245,15 @@ void HttpServer::Impl::Routes() {
       e["reason"] = m.reason;
       a.push_back(std::move(e));
     }
-    res.set_content(Dump(a), "application/json");
+    res.set_content(JsonText(a), "application/json");
   });
   auto repo_body = [](const httplib::Request& req, bool load) -> Error {
     if (req.body.empty()) return Error::Ok();
     json j = json::parse(req.body, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Bad("the body must be a JSON object");
+    if (j.is_discarded() || !j.is_object()) return InvalidArg("the body must be a JSON object");
     if (j.contains("parameters")) {
       const auto& p = j["parameters"];
-      if (!p.is_object()) return Bad("'parameters' must be an object");
+      if (!p.is_object()) return InvalidArg("'parameters' must be an object");
       for (const auto& [k, v] : p.items()) {
         if (!load && k == "unload_dependents") continue;
         return MakeError(ErrorKind::kUnsupported,
@@ -318,7 +310,7 @@ void HttpServer::Impl::Routes() {
         json err = json::parse(res.body, nullptr, false);
         if (err.is_object() && err.contains("error")) line["error"] = err["error"];
       }
-      log(Dump(line));
+      log(JsonText(line));
     });
   }
   metrics.Get("/metrics", [svc](const httplib::Request&, httplib::Response& res) {

@@ -38,6 +38,9 @@ struct Error {
 inline Error MakeError(ErrorKind kind, std::string message) {
   return {kind, std::move(message)};
 }
+inline Error InvalidArg(std::string message) {
+  return MakeError(ErrorKind::kInvalidArg, std::move(message));
+}
 int HttpStatus(ErrorKind kind);
 
 // The protocol's datatype strings ("FP32", "INT64", "BYTES", ...). BYTES is kString.
