@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "prep/pipeline.h"
+
 namespace ferry::serve {
 
 using Clock = std::chrono::steady_clock;
@@ -175,10 +177,62 @@ Error Executor::Check(const InferRequest& r, int64_t* rows) const {
   return Error::Ok();
 }
 
+Error Executor::Preprocess(InferRequest* request) const {
+  if (!spec_.prep) return Error::Ok();
+  for (auto& in : request->inputs) {
+    if (in.tensor.dtype() != DType::kString) continue;
+    const prep::InputSpec* steps = nullptr;
+    for (const auto& s : spec_.prep->inputs) {
+      if (s.name == in.name) steps = &s;
+    }
+    if (!steps) continue;
+    if (in.tensor.rank() > 2 || (in.tensor.rank() == 2 && in.tensor.dim(1) != 1)) {
+      return InvalidArg(
+          fmt::format("input '{}': encoded images come as BYTES of shape [N] or "
+                      "[N, 1], got {}",
+                      in.name, ShapeToString(in.tensor.shape())));
+    }
+    int64_t n = in.tensor.size();
+    if (n < 1 || (!steps->image.batch && n != 1)) {
+      return InvalidArg(fmt::format("input '{}': {} images given, the spec {} takes {}", in.name, n,
+                                    spec_.prep->path,
+                                    steps->image.batch ? "one or more" : "exactly one"));
+    }
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < n; ++i) {
+      auto t = prep::Preprocess(steps->image, in.tensor.data<std::string>()[i],
+                                fmt::format("input '{}' image {}", in.name, i));
+      if (!t.ok()) return InvalidArg(t.status().message());
+      if (!parts.empty() && t->shape() != parts[0].shape()) {
+        return InvalidArg(
+            fmt::format("input '{}': image {} gives {}, image 0 gives {} (the spec "
+                        "needs a fixed size or a crop to batch them)",
+                        in.name, i, ShapeToString(t->shape()), ShapeToString(parts[0].shape())));
+      }
+      parts.push_back(std::move(t.value()));
+    }
+    if (parts.size() == 1) {
+      in.tensor = std::move(parts[0]);
+      continue;
+    }
+    Shape shape = parts[0].shape();
+    shape[0] *= n;
+    Tensor joined(parts[0].dtype(), shape);
+    size_t offset = 0;
+    for (const auto& p : parts) {
+      std::memcpy(static_cast<char*>(joined.raw()) + offset, p.raw(), p.nbytes());
+      offset += p.nbytes();
+    }
+    in.tensor = std::move(joined);
+  }
+  return Error::Ok();
+}
+
 Error Executor::Infer(InferRequest request, InferResponse* response) {
   auto start = Clock::now();
   int64_t rows = -1;
-  Error err = Check(request, &rows);
+  Error err = Preprocess(&request);
+  if (err.ok()) err = Check(request, &rows);
   if (!err.ok()) {
     stats_->Fail("OTHER", Ns(Clock::now() - start));
     return err;

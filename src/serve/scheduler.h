@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "prep/spec.h"
 #include "runtime/session.h"
 #include "serve/source.h"
 #include "serve/types.h"
@@ -43,6 +44,9 @@ struct ExecutorSpec {
   int threads_per_run = 1;
   bool batchable = false;  // every input and output has a dynamic first axis
   std::vector<std::string> labels;
+  // Inputs named here may arrive as BYTES, one encoded image per element: each runs through
+  // its steps (prep::Preprocess) and the results are stacked on the first axis.
+  std::shared_ptr<const prep::Spec> prep;
 };
 
 class Executor {
@@ -69,6 +73,7 @@ class Executor {
     std::promise<std::pair<Error, InferResponse>> done;
   };
   Error Check(const InferRequest& request, int64_t* rows) const;
+  Error Preprocess(InferRequest* request) const;
   void Worker();
   // Takes the next batch from the queue (lock held); empty when stopping and nothing is left.
   std::vector<std::unique_ptr<Pending>> NextBatch(std::unique_lock<std::mutex>& lock);

@@ -13,6 +13,7 @@
 #include "artifact/verify_artifact.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
+#include "prep/spec.h"
 #include "runtime/session.h"
 #include "serve/scheduler.h"
 #include "verify/compare.h"
@@ -269,6 +270,23 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
     return InvalidError("labels file {} is missing", m.config.labels);
   }
 
+  // Preprocessing: a spec beside serve.yaml whose inputs name model inputs.
+  std::string prep_file = m.config.prep.empty() ? "prep.yaml" : m.config.prep;
+  if (fs::is_regular_file(fs::path(m.path) / prep_file)) {
+    auto parsed = prep::LoadSpec((fs::path(m.path) / prep_file).string());
+    if (!parsed.ok()) return parsed.status();
+    for (const auto& in : parsed->inputs) {
+      bool known = false;
+      for (const auto* gi : g.RealInputs()) known = known || gi->name == in.name;
+      if (!known) {
+        return InvalidError("{}: input '{}' is not an input of the model", prep_file, in.name);
+      }
+    }
+    spec.prep = std::make_shared<const prep::Spec>(std::move(parsed.value()));
+  } else if (!m.config.prep.empty()) {
+    return InvalidError("preprocessing spec {} is missing", m.config.prep);
+  }
+
   out.meta.name = m.name;
   out.meta.platform = "onnx_onnxv1";
   out.meta.verified = out.verified;
@@ -289,6 +307,7 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
   if (spec.batchable && m.config.max_batch_size > 0) {
     out.detail += fmt::format(", dynamic batching up to {}", m.config.max_batch_size);
   }
+  if (spec.prep) out.detail += ", preprocessing " + prep_file;
   out.detail += fmt::format(", {} instance(s)", spec.instances);
   out.executor = std::make_shared<Executor>(std::move(spec), std::move(session.value()),
                                             StatsFor(m.name, v.version));

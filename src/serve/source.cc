@@ -206,14 +206,15 @@ Result<ServeConfig> ParseServeConfig(const std::string& text, const std::string&
                                               "default_timeout_us",
                                               "version_policy",
                                               "variant",
-                                              "labels"};
+                                              "labels",
+                                              "prep"};
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>("");
     if (!kKeys.count(key)) {
       return KeyError(what, kv.first, key,
                       "unknown key (expected one of max_batch_size, dynamic_batching, "
                       "instances, max_queue_size, priority_levels, default_priority, "
-                      "default_timeout_us, version_policy, variant, labels)");
+                      "default_timeout_us, version_policy, variant, labels, prep)");
     }
     const YAML::Node& v = kv.second;
     Status st;
@@ -229,12 +230,12 @@ Result<ServeConfig> ParseServeConfig(const std::string& text, const std::string&
       st = ReadScalar<uint64_t>(what, v, key, 0, 16, &c.default_priority);
     } else if (key == "default_timeout_us") {
       st = ReadScalar<uint64_t>(what, v, key, 0, uint64_t{1} << 40, &c.default_timeout_us);
-    } else if (key == "variant" || key == "labels") {
+    } else if (key == "variant" || key == "labels" || key == "prep") {
       if (!v.IsScalar()) return KeyError(what, v, key, "expected a string");
-      (key == "variant" ? c.variant : c.labels) = v.Scalar();
-      if (key == "labels" && (v.Scalar().find("..") != std::string::npos ||
-                              (!v.Scalar().empty() && v.Scalar()[0] == '/'))) {
-        return KeyError(what, v, key, "must be a path inside the version folder");
+      (key == "variant" ? c.variant : key == "labels" ? c.labels : c.prep) = v.Scalar();
+      if (key != "variant" && (v.Scalar().find("..") != std::string::npos ||
+                               (!v.Scalar().empty() && v.Scalar()[0] == '/'))) {
+        return KeyError(what, v, key, "must be a path inside the model folder");
       }
     } else if (key == "dynamic_batching") {
       if (!v.IsMap()) return KeyError(what, v, key, "expected a mapping");

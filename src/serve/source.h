@@ -37,6 +37,8 @@ struct ServeConfig {
   std::string variant;  // artifact variant to serve; "" : the artifact's default
   std::string labels;   // classification labels (one per line): a file in the version folder,
                         // else beside serve.yaml; "" : labels.txt when present
+  std::string prep;     // a preprocessing spec (src/prep) beside serve.yaml: inputs it names may
+                        // be sent as BYTES holding encoded images; "" : prep.yaml when present
 };
 
 // Errors: kInvalid as `FILE:LINE: KEY: problem`.

@@ -141,6 +141,11 @@ TEST(ServeConfig, KeysAndErrorsNameTheLine) {
   ASSERT_FALSE(pref.ok());
   EXPECT_NE(pref.status().message().find("exceeds max_batch_size"), std::string::npos);
   EXPECT_FALSE(ParseServeConfig("instances: -1\n", "s").ok());
+  auto prep = ParseServeConfig("prep: ../other/prep.yaml\n", "s.yaml");
+  ASSERT_FALSE(prep.ok());
+  EXPECT_NE(prep.status().message().find("s.yaml:1: prep: must be a path inside the model folder"),
+            std::string::npos)
+      << prep.status().message();
   EXPECT_FALSE(ParseServeConfig("version_policy: newest\n", "s").ok());
 }
 

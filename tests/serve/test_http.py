@@ -2,7 +2,8 @@
 raw sockets for what a client library would never send.
 
 Covers: health, server and model metadata, infer on every zoo model (binary and JSON tensors,
-outputs compared with ONNX Runtime on the same inputs), classification with labels, dynamic
+outputs compared with ONNX Runtime on the same inputs), encoded PNGs as BYTES through a model's
+prep.yaml (equal to `ferry prep run`'s tensors), classification with labels, dynamic
 batching (fewer executions than inferences), the repository extension (index, unload, load),
 statistics, Prometheus metrics (promtool), signed artifacts (a wrong key or a changed golden
 output is never served, with the reason in the index), bad requests (each a 4xx with one JSON
@@ -187,6 +188,12 @@ def main_suite(args, work):
     # The zoo, plain ONNX in Triton's layout.
     for name in ZOO:
         link_model(repo, name, 1, os.path.join(args.zoo, name, "model.onnx"))
+    # digits_raw: the digits CNN with a preprocessing spec: clients may send encoded images.
+    link_model(repo, "digits_raw", 1, os.path.join(args.zoo, "digits_cnn", "model.onnx"))
+    with open(os.path.join(repo, "digits_raw", "prep.yaml"), "w") as f:
+        f.write("inputs:\n  - name: image\n    image:\n      decode: {exif: apply}\n"
+                "      color: gray\n      resize: {size: [8, 8], filter: pil_box}\n"
+                "      scale: 0.0627450980392157\n      layout: chw\n      batch: true\n")
 
     with Server(ferry, repo, "--trusted-key", key.replace(".pem", ".pub.pem"),
                 "--allow-unsigned", "--insecure-no-auth", "--max-body-mb", "64",
@@ -251,6 +258,33 @@ def main_suite(args, work):
                                           for b, row in enumerate(parsed)
                                           for k, p in enumerate(row)),
               f"classification top-3 with labels: {parsed} vs {top.tolist()}")
+
+        # Raw inputs: PNG bytes through the model's prep.yaml give exactly what `ferry prep run`
+        # makes of the same files, sent as tensors.
+        from PIL import Image
+        pngs = []
+        for k, scale in enumerate((4, 3)):
+            pixels = np.clip(feeds["image"][0, 0] * (255 / 16), 0, 255).astype(np.uint8)
+            if k:
+                pixels = pixels[:, ::-1]
+            big = np.kron(pixels, np.ones((scale * 2, scale * 2), np.uint8))
+            path = os.path.join(work, f"digit{k}.png")
+            Image.fromarray(big).save(path)
+            pngs.append(path)
+        run([ferry, "prep", "run", os.path.join(repo, "digits_raw", "prep.yaml"), *pngs, "-o",
+             os.path.join(work, "prep_out")])
+        tensor = np.load(os.path.join(work, "prep_out", "image.npy"))
+        raw = httpclient.InferInput("image", [2], "BYTES")
+        raw.set_data_from_numpy(np.array([open(p, "rb").read() for p in pngs], dtype=object))
+        got = c.infer("digits_raw", [raw]).as_numpy("logits")
+        want = infer(c, "digits_raw", {"image": tensor.astype(np.float32)}, True).as_numpy("logits")
+        check(tensor.shape == (2, 1, 8, 8) and got.shape == (2, 10) and np.array_equal(got, want),
+              f"encoded PNGs as BYTES through prep.yaml = ferry prep run's tensors "
+              f"({tensor.shape}, max |d| {np.max(np.abs(got - want)) if got.shape == want.shape else 'shape'})")
+        bad_png = httpclient.InferInput("image", [1], "BYTES")
+        bad_png.set_data_from_numpy(np.array([b"\x89PNG\r\n\x1a\nbroken"], dtype=object))
+        expect_error(lambda: c.infer("digits_raw", [bad_png]), 400, ["'image'"],
+                     "a corrupt PNG sent to a model with prep.yaml")
 
         # Dynamic batching: concurrent batch-1 requests share executions.
         before = c.get_inference_statistics("digits")["model_stats"][0]
