@@ -91,6 +91,8 @@ class OpContext {
   SubgraphRunner* subgraph(std::string_view attr_name) const { return subgraphs_ ? subgraphs_(attr_name) : nullptr; }
   // A per-session seed for random ops (RandomNormal...) without a `seed` attribute.
   uint64_t seed() const { return seed_; }
+  // The most iterations one Loop node may run (SessionOptions::max_loop_iterations); 0: no limit.
+  int64_t max_loop_iterations() const { return max_loop_iterations_; }
   template <typename T>
   T* state() const { return static_cast<T*>(state_); }
   void set_state(std::unique_ptr<OpState> s) {
@@ -114,6 +116,7 @@ class OpContext {
   void set_pool(ThreadPool* p) { pool_ = p; }
   void set_subgraphs(SubgraphLookup s) { subgraphs_ = std::move(s); }
   void set_seed(uint64_t s) { seed_ = s; }
+  void set_max_loop_iterations(int64_t n) { max_loop_iterations_ = n; }
   const Status& run_status() const { return status_; }
   std::unique_ptr<OpState> take_state() { return std::move(owned_state_); }
 
@@ -127,6 +130,7 @@ class OpContext {
   ThreadPool* pool_ = nullptr;
   SubgraphLookup subgraphs_;
   uint64_t seed_ = 0;
+  int64_t max_loop_iterations_ = 0;
   OpState* state_ = nullptr;
   std::unique_ptr<OpState> owned_state_;
   Status status_;

@@ -203,6 +203,9 @@ Result<CheckResult> CheckEquivalent(const ir::Model& reference, const ir::Model&
                                     const CheckOptions& options) {
   runtime::SessionOptions so;
   so.seed = options.seed;
+  // The check runs the user's model on Ferry's own initiative: a Loop that never ends (no trip
+  // count, a condition that stays true) fails the check instead of hanging optimize/convert.
+  so.max_loop_iterations = kCheckMaxLoopIterations;
   CheckResult result;
   FERRY_RETURN_IF_ERROR(CheckShapes(reference.graph, options.shapes));
   // The input sets: the data folder's, or seeded ones of dims the model can run.

@@ -13,6 +13,9 @@
 
 namespace ferry::passes {
 
+// The most iterations a Loop node may run in the equivalence check.
+inline constexpr int64_t kCheckMaxLoopIterations = 100'000;
+
 struct CheckOptions {
   int count = 3;  // seeded input sets (ignored with `data`)
   uint64_t seed = 0;

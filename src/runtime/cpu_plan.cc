@@ -160,6 +160,7 @@ void GraphExecutor::FoldAtCreate(PlanInfo& info) {
     ops::OpContext ctx(*st.node, st.opset, std::move(ptrs), &outs);
     ctx.set_pool(&pool);
     ctx.set_seed(shared_->seed);
+    ctx.set_max_loop_iterations(shared_->max_loop_iterations);
     if (!st.def->prepare(ctx).ok()) continue;
     const auto& decl = ctx.declared();
     if (decl.size() != 1 || !decl[0].set) continue;

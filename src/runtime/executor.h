@@ -34,6 +34,7 @@ namespace ferry::runtime {
 struct SessionShared {
   const ir::Model* model = nullptr;
   uint64_t seed = 0;
+  int64_t max_loop_iterations = 0;  // SessionOptions::max_loop_iterations
   std::string provider;
   int threads = 1;                   // SessionOptions::threads resolved: a run's default
   ops::cpu::ProviderPtr cpu_engine;  // the cpu provider's shared engine; null with "reference"

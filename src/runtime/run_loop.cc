@@ -202,6 +202,7 @@ Result<std::shared_ptr<const Tensor>> GraphExecutor::MaterializeLazy(size_t step
     ops::OpContext ctx(*d.node, d.opset, inputs(), &outs);
     ctx.set_pool(env.pool);
     ctx.set_seed(shared_->seed);
+    ctx.set_max_loop_iterations(shared_->max_loop_iterations);
     return ctx;
   };
   bool done = false;

@@ -176,6 +176,7 @@ ops::OpContext StepRunner::MakeContext(size_t s, std::vector<const Value*> ins,
   ops::OpContext ctx(*st.node, st.opset, std::move(ins), outs);
   ctx.set_pool(env_.pool);
   ctx.set_seed(e_.shared().seed);
+  ctx.set_max_loop_iterations(e_.shared().max_loop_iterations);
   return ctx;
 }
 

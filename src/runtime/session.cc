@@ -92,6 +92,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model
   sh.model = s->model_.get();
   sh.threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
   sh.seed = options.seed;
+  sh.max_loop_iterations = options.max_loop_iterations;
   sh.provider = options.provider;
   sh.profile = options.profile;
   sh.share_cores = options.share_cores;

@@ -42,6 +42,10 @@ namespace ferry::runtime {
 struct SessionOptions {
   int threads = 0;    // parallelism of one run (RunOptions::threads overrides); 0: one per core
   uint64_t seed = 0;  // for random ops without a seed attribute
+  // The most iterations one Loop node may run before its run fails naming the node (0: no
+  // limit: a model's own endless loop runs until stopped). Ferry's own runs of a user's model
+  // (optimize/convert's equivalence check) set one, so they end.
+  int64_t max_loop_iterations = 0;
   std::string provider = "cpu";  // "cpu" or "reference"
   bool profile = false;          // time every node (NodeReport::total_ms)
   // Provider "cpu": runs (and session build) with subnormal floats flushed to zero on every

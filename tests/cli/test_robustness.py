@@ -166,6 +166,26 @@ def main():
                  ["input 'x'", "[1099511627776,1099511627776]", "memory budget"], "optimize",
                  big_in, "-o", W("b.onnx"))
     check(not os.path.exists(W("b.onnx")), "optimize (big input): nothing written")
+    # A Loop with no trip count whose condition stays true: the model's own endless loop.
+    # optimize's equivalence check stops it after kCheckMaxLoopIterations instead of hanging
+    # (fuzz/corpus/passes/check-endless-loop.onnx: a fuzz timeout).
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Identity", ["v_in"], ["v_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2])])
+    g = helper.make_graph(
+        [helper.make_node("Loop", ["", "cond", "x"], ["y"], name="endless", body=body)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(True), "cond")])
+    endless = save(g, W("endless.onnx"))
+    expect_error(args, "optimize: a Loop that never ends fails the check, naming the node", 3,
+                 ["endless", "100000 iterations"], "optimize", endless, "-o", W("e.onnx"))
+    check(not os.path.exists(W("e.onnx")), "optimize (endless loop): nothing written")
     e = expand_bomb(args.work)
     expect_error(args, "run: Expand to [2^40, 4]", 3, ["Expand 'expand_bomb'", "memory budget"],
                  "run", e, "--input", "x=" + W("x14.npy"))

@@ -156,7 +156,11 @@ void RunLoop(OpContext& ctx) {
   for (size_t i = 0; i < n; ++i) carried[i] = ctx.input_value(2 + i);
   std::vector<std::vector<Value>> scans(k);
   int64_t iter = 0;
+  const int64_t limit = ctx.max_loop_iterations();
   for (; iter < max_trips && cond; ++iter) {
+    if (limit > 0 && iter >= limit)
+      return ctx.fail(InvalidError("{}: still running after {} iterations (this run's limit)",
+                                   ctx.node().Describe(), limit));
     std::vector<Value> ins;
     ins.reserve(n + 2);
     ins.emplace_back(Tensor::FromVector<int64_t>({iter}, {}));
