@@ -97,16 +97,6 @@ Status CheckManifest(const std::string& dir, const std::string& signature, const
 Status RerunGolden(const std::string& dir, const nlohmann::json& m, ArtifactVerifyResult* r,
                    ProgressFn progress) {
   fs::path d(dir);
-  FERRY_ASSIGN_OR_RETURN(std::string tol_text,
-                         ReadFileBytes((d / "golden" / "tolerances.json").string()));
-  nlohmann::json tol = nlohmann::json::parse(tol_text, nullptr, false);
-  if (tol.is_discarded() || !tol.is_object())
-    return InvalidError("'{}/golden/tolerances.json' is not JSON", dir);
-  const nlohmann::json& golden = m.contains("golden") ? m["golden"] : nlohmann::json::object();
-  std::string edge_dir;
-  if (golden.contains("edge_cases")) edge_dir = (d / "golden" / "edge_cases").string();
-  std::string labels;
-  if (golden.contains("labels")) labels = (d / "golden" / "labels.npy").string();
   if (!m.contains("variants") || !m["variants"].is_array())
     return InvalidError("'{}/manifest.json' lists no variants", dir);
   for (const auto& v : m["variants"]) {
@@ -115,25 +105,9 @@ Status RerunGolden(const std::string& dir, const nlohmann::json& m, ArtifactVeri
     vg.file = v.value("file", "");
     if (vg.variant.empty() || vg.file.empty())
       return InvalidError("'{}/manifest.json': a variant without name or file", dir);
-    const nlohmann::json& vt = tol.contains("variants") && tol["variants"].contains(vg.variant)
-                                   ? tol["variants"][vg.variant]
-                                   : nlohmann::json::object();
-    GateSpec spec;
-    spec.tolerance =
-        TolFrom(vt.contains("default") ? vt["default"] : tol.value("default", nlohmann::json()));
-    if (vt.contains("outputs") && vt["outputs"].is_object())
-      for (const auto& [n, t] : vt["outputs"].items()) spec.tolerances[n] = TolFrom(t);
-    if (tol.contains("task") && tol["task"].is_object()) {
-      spec.task_output = tol["task"].value("output", "");
-      spec.top_k = tol["task"].value("top_k", int64_t{5});
-      spec.max_accuracy_drop = OptNumber(vt, "max_accuracy_drop_pp");
-      spec.max_class_drop = OptNumber(vt, "max_class_drop_pp");
-    }
-    bool edge = !vt.is_object() || !vt.contains("edge_cases") || !vt["edge_cases"].is_boolean() ||
-                vt["edge_cases"].get<bool>();
-    FERRY_ASSIGN_OR_RETURN(
-        vg.gate, RunGate(vg.variant, (d / vg.file).string(), (d / "golden" / "data").string(),
-                         edge ? edge_dir : "", labels, spec, progress));
+    FERRY_ASSIGN_OR_RETURN(GoldenPlan plan, LoadGoldenPlan(dir, m, vg.variant));
+    FERRY_ASSIGN_OR_RETURN(vg.gate, RunGate(vg.variant, (d / vg.file).string(), plan.data_dir,
+                                            plan.edge_dir, plan.labels, plan.spec, progress));
     for (const auto& f : vg.gate.failures) r->problems.push_back("golden: " + f);
     r->golden.push_back(std::move(vg));
   }
@@ -141,6 +115,37 @@ Status RerunGolden(const std::string& dir, const nlohmann::json& m, ArtifactVeri
 }
 
 }  // namespace
+
+Result<GoldenPlan> LoadGoldenPlan(const std::string& dir, const nlohmann::json& m,
+                                  const std::string& variant) {
+  fs::path d(dir);
+  FERRY_ASSIGN_OR_RETURN(std::string tol_text,
+                         ReadFileBytes((d / "golden" / "tolerances.json").string()));
+  nlohmann::json tol = nlohmann::json::parse(tol_text, nullptr, false);
+  if (tol.is_discarded() || !tol.is_object())
+    return InvalidError("'{}/golden/tolerances.json' is not JSON", dir);
+  const nlohmann::json& golden = m.contains("golden") ? m["golden"] : nlohmann::json::object();
+  const nlohmann::json& vt = tol.contains("variants") && tol["variants"].contains(variant)
+                                 ? tol["variants"][variant]
+                                 : nlohmann::json::object();
+  GoldenPlan plan;
+  plan.data_dir = (d / "golden" / "data").string();
+  bool edge = !vt.is_object() || !vt.contains("edge_cases") || !vt["edge_cases"].is_boolean() ||
+              vt["edge_cases"].get<bool>();
+  if (edge && golden.contains("edge_cases")) plan.edge_dir = (d / "golden" / "edge_cases").string();
+  if (golden.contains("labels")) plan.labels = (d / "golden" / "labels.npy").string();
+  plan.spec.tolerance =
+      TolFrom(vt.contains("default") ? vt["default"] : tol.value("default", nlohmann::json()));
+  if (vt.contains("outputs") && vt["outputs"].is_object())
+    for (const auto& [n, t] : vt["outputs"].items()) plan.spec.tolerances[n] = TolFrom(t);
+  if (tol.contains("task") && tol["task"].is_object()) {
+    plan.spec.task_output = tol["task"].value("output", "");
+    plan.spec.top_k = tol["task"].value("top_k", int64_t{5});
+    plan.spec.max_accuracy_drop = OptNumber(vt, "max_accuracy_drop_pp");
+    plan.spec.max_class_drop = OptNumber(vt, "max_class_drop_pp");
+  }
+  return plan;
+}
 
 Result<ArtifactVerifyResult> VerifyArtifact(const ArtifactVerifyOptions& o) {
   ArtifactVerifyResult r;

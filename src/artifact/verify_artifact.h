@@ -6,6 +6,8 @@
 #pragma once
 
 #include <optional>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,19 @@ struct ArtifactVerifyResult {
   std::vector<std::string> problems;  // everything that failed, one line each
   bool pass() const { return problems.empty(); }
 };
+
+// How one variant of an unpacked artifact folder is gated on its golden set: the folders and
+// the tolerances and task limits it was built with (golden/tolerances.json). `ferry artifact
+// verify --golden` and `ferry serve`'s warmup both read them here.
+struct GoldenPlan {
+  std::string data_dir;  // golden/data
+  std::string edge_dir;  // golden/edge_cases when the variant is gated on them, else ""
+  std::string labels;    // golden/labels.npy when the manifest has labels, else ""
+  GateSpec spec;
+};
+// Errors: kInvalid for an unreadable or non-JSON golden/tolerances.json.
+Result<GoldenPlan> LoadGoldenPlan(const std::string& dir, const nlohmann::json& manifest,
+                                  const std::string& variant);
 
 // Errors: kInvalid for a missing artifact, a manifest that is not JSON of this format, a
 // truncated or malformed archive, an unreadable key or a signature file that is not a bundle;

@@ -135,11 +135,7 @@ struct Service::Impl {
 Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntry& v) {
   Loaded out;
   std::string model_path = (fs::path(v.path) / "model.onnx").string();
-  std::string golden_dir, edge_dir;
-  struct {
-    double atol = 1e-4, rtol = 1e-3;
-  } tol;
-  std::map<std::string, std::pair<double, double>> per_output;  // atol, rtol
+  artifact::GoldenPlan golden;  // artifacts only: the sets and tolerances of the variant
   std::string variant;
   if (v.artifact) {
     if (options.trusted_key.empty() && !options.allow_unsigned) {
@@ -169,19 +165,9 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
         }
       }
       if (!found) return InvalidError("artifact has no variant '{}'", variant);
-      const auto& g = manifest.at("golden");
-      golden_dir = (fs::path(v.path) / g.at("data").get<std::string>()).string();
-      json tj = json::parse(
-          ReadFile((fs::path(v.path) / g.at("tolerances").get<std::string>()).string(), 16 << 20));
-      const auto& vt = tj.at("variants").at(variant);
-      tol.atol = vt.at("default").at("atol").get<double>();
-      tol.rtol = vt.at("default").at("rtol").get<double>();
-      for (const auto& [name, t] : vt.at("outputs").items()) {
-        per_output[name] = {t.at("atol").get<double>(), t.at("rtol").get<double>()};
-      }
-      if (vt.value("edge_cases", false) && g.contains("edge_cases")) {
-        edge_dir = (fs::path(v.path) / g.at("edge_cases").at("data").get<std::string>()).string();
-      }
+      auto plan = artifact::LoadGoldenPlan(v.path, manifest, variant);
+      if (!plan.ok()) return plan.status();
+      golden = std::move(plan.value());
     } catch (const json::exception& e) {
       return InvalidError("manifest.json or golden/tolerances.json: {}", e.what());
     }
@@ -199,7 +185,7 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
 
   // Warmup: the golden set through the session that will serve.
   int64_t sets = 0;
-  for (const auto& dir : {golden_dir, edge_dir}) {
+  for (const auto& dir : {golden.data_dir, golden.edge_dir}) {
     if (dir.empty()) continue;
     auto data = ir::LoadDataSets(dir, shared->graph, true);
     if (!data.ok()) return data.status();
@@ -213,10 +199,9 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
         size_t k = 0;
         while (k < outs.size() && outs[k].name != name) ++k;
         if (k == outs.size()) continue;
-        double atol = tol.atol, rtol = tol.rtol;
-        if (auto it = per_output.find(name); it != per_output.end()) {
-          std::tie(atol, rtol) = it->second;
-        }
+        auto it = golden.spec.tolerances.find(name);
+        const auto& t = it != golden.spec.tolerances.end() ? it->second : golden.spec.tolerance;
+        double atol = t.atol, rtol = t.rtol;
         auto c = verify::CompareExpected(got.value()[k], want, rtol, atol);
         if (!c.ok) {
           return Status(
