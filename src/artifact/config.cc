@@ -13,6 +13,7 @@
 
 #include "core/npy.h"
 #include "core/sha256.h"
+#include "core/yaml_keys.h"
 
 namespace ferry::artifact {
 
@@ -43,22 +44,9 @@ int Config::Line(const std::string& key) const {
 
 namespace {
 
-std::string Join(const std::string& prefix, const std::string& key) {
-  return prefix.empty() ? key : prefix + "." + key;
-}
-
-std::string Describe(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Scalar:
-      return fmt::format("'{}'", n.Scalar());
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    default:
-      return "nothing";
-  }
-}
+using yaml_keys::Describe;
+using yaml_keys::Join;
+using yaml_keys::LineOf;
 
 bool ValidName(const std::string& s, size_t max_len) {
   if (s.empty() || s.size() > max_len) return false;
@@ -85,11 +73,6 @@ class Parser {
   }
   Status Expected(const Entry& e, const std::string& key, const std::string& what) const {
     return Error(e.line, key, fmt::format("expected {}, got {}", what, Describe(e.node)));
-  }
-
-  int LineOf(const YAML::Node& n, int fallback) const {
-    YAML::Mark m = n.Mark();
-    return m.is_null() ? fallback : m.line + 1;
   }
 
   // `node` (at `path`, `line`) as a mapping whose keys are all in `allowed`. A null node (the

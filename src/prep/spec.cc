@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/npy.h"
+#include "core/yaml_keys.h"
 
 namespace ferry::prep {
 
@@ -29,22 +30,9 @@ constexpr FilterRow kFilters[] = {
 };
 static_assert(sizeof(kFilters) / sizeof(kFilters[0]) == kNumFilters);
 
-std::string Join(const std::string& prefix, const std::string& key) {
-  return prefix.empty() ? key : prefix + "." + key;
-}
-
-std::string Describe(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Scalar:
-      return fmt::format("'{}'", n.Scalar());
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    default:
-      return "nothing";
-  }
-}
+using yaml_keys::Describe;
+using yaml_keys::Join;
+using yaml_keys::LineOf;
 
 struct Entry {
   YAML::Node node;
@@ -63,11 +51,6 @@ class Parser {
   Status Expected(const Entry& e, const std::string& key, const std::string& what) const {
     return Error(e.line, key, fmt::format("expected {}, got {}", what, Describe(e.node)));
   }
-  static int LineOf(const YAML::Node& n, int fallback) {
-    YAML::Mark m = n.Mark();
-    return m.is_null() ? fallback : m.line + 1;
-  }
-
   // `e` as a mapping whose keys are all in `allowed` (unknown keys and duplicates refused).
   Result<Map> Open(const Entry& e, const std::string& path,
                    const std::vector<std::string>& allowed) const {
