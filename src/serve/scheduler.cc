@@ -36,12 +36,16 @@ std::string ShapeList(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+}  // namespace
+
 std::vector<int64_t> DeclaredShape(const ir::TypeInfo& t) {
   std::vector<int64_t> out;
   if (!t.shape) return out;
   for (const auto& d : *t.shape) out.push_back(d.value ? *d.value : -1);
   return out;
 }
+
+namespace {
 
 // Copies rows [begin, begin + rows) of `t`'s first axis into a new tensor.
 Tensor SliceRows(const Tensor& t, int64_t begin, int64_t rows) {

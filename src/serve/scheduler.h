@@ -37,6 +37,10 @@ struct VersionStats {
   void Fail(const std::string& reason, uint64_t ns);
 };
 
+// A declared tensor type's dims as the protocol writes them: -1 for a dynamic dim; empty when
+// the rank is unknown.
+std::vector<int64_t> DeclaredShape(const ir::TypeInfo& t);
+
 struct ExecutorSpec {
   std::string model, version;
   ServeConfig config;

@@ -60,11 +60,9 @@ std::string ReadFile(const std::string& path, size_t limit) {
   return s;
 }
 
+// Model metadata: an unknown rank is shown as [-1].
 std::vector<int64_t> MetaShape(const ir::TypeInfo& t) {
-  std::vector<int64_t> out;
-  if (!t.shape) return {-1};
-  for (const auto& d : *t.shape) out.push_back(d.value ? *d.value : -1);
-  return out;
+  return t.shape ? DeclaredShape(t) : std::vector<int64_t>{-1};
 }
 
 bool DynamicFirstAxis(const ir::ValueInfo& v) {
