@@ -15,6 +15,7 @@
 #include "core/sha256.h"
 #include "ir/onnx_io.h"
 #include "passes/optimize_file.h"
+#include "prep/spec.h"
 #include "quant/quantize_file.h"
 #include "runtime/session.h"
 #include "verify/golden.h"
@@ -415,6 +416,75 @@ Status AuditVariant(const Config& c, const std::string& model, VariantResult* vr
 }
 
 // Moves `from` to `to`, replacing `to` (a folder) only once `from` is in place.
+// The preprocessing spec and the class names, checked against the source's interface.
+Status LoadPrepAndClassNames(const Config& c, const ops::InspectResult& src, BuildResult* r) {
+  if (!c.prep.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(c.prep, ec))
+      return InvalidError("{}: '{}' is not a file", Where(c, "prep"), c.prep);
+    auto spec = prep::LoadSpec(c.prep);
+    if (!spec.ok()) return spec.status().With(Where(c, "prep"));
+    for (const auto& in : spec->inputs) {
+      const ir::ValueInfo* target = nullptr;
+      for (const auto& si : src.inputs) target = si.name == in.name ? &si : target;
+      if (!target)
+        return InvalidError("{}: the spec's input '{}' is not an input of the source model",
+                            Where(c, "prep"), in.name);
+      std::vector<int64_t> want = prep::OutputShape(in.image);
+      const auto& t = target->type;
+      if (t.kind == ir::TypeInfo::Kind::kTensor && t.elem_type != in.image.dtype)
+        return InvalidError("{}: input '{}': the spec makes {} but the model takes {}",
+                            Where(c, "prep"), in.name, DTypeName(in.image.dtype),
+                            DTypeName(t.elem_type));
+      if (t.kind != ir::TypeInfo::Kind::kTensor || !t.shape) continue;
+      bool fits = t.shape->size() == want.size();
+      for (size_t d = 0; fits && d < want.size(); ++d) {
+        const auto& dim = (*t.shape)[d];
+        bool batch_axis = in.image.batch && d == 0;  // the server stacks requests on it
+        fits = batch_axis || want[d] < 0 || !dim.value || *dim.value == want[d];
+      }
+      if (!fits)
+        return InvalidError(
+            "{}: input '{}': the spec makes dims [{}] (-1: the image's) but the model declares {}",
+            Where(c, "prep"), in.name, fmt::join(want, ", "), t.ToString());
+    }
+    FERRY_ASSIGN_OR_RETURN(r->prep_sha256, FileSha256(c.prep));
+    r->prep_json = prep::SpecToJson(*spec);
+  }
+  if (!c.class_names.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(c.class_names, ec))
+      return InvalidError("{}: '{}' is not a file", Where(c, "class_names"), c.class_names);
+    FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(c.class_names));
+    size_t start = 0;
+    while (start < bytes.size()) {
+      size_t end = bytes.find('\n', start);
+      if (end == std::string::npos) end = bytes.size();
+      std::string line = bytes.substr(start, end - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty())
+        return InvalidError("{}: line {} of '{}' is empty (one class name per line)",
+                            Where(c, "class_names"), r->class_names.size() + 1, c.class_names);
+      r->class_names.push_back(std::move(line));
+      start = end + 1;
+    }
+    if (r->class_names.empty())
+      return InvalidError("{}: '{}' holds no class names", Where(c, "class_names"), c.class_names);
+    if (c.task) {
+      for (const auto& o : src.outputs) {
+        if (o.name != c.task->output || !o.type.shape || o.type.shape->empty()) continue;
+        const auto& last = o.type.shape->back();
+        if (last.value && *last.value != static_cast<int64_t>(r->class_names.size()))
+          return InvalidError("{}: '{}' names {} classes but the task output '{}' has {}",
+                              Where(c, "class_names"), c.class_names, r->class_names.size(), o.name,
+                              *last.value);
+      }
+    }
+    FERRY_ASSIGN_OR_RETURN(r->class_names_sha256, FileSha256(c.class_names));
+  }
+  return Status::Ok();
+}
+
 Status Install(const fs::path& from, const fs::path& to, bool replace) {
   std::error_code ec;
   if (replace && fs::exists(to, ec)) {
@@ -477,6 +547,11 @@ Result<BuildResult> Build(const BuildOptions& o) {
   if (o.archive && fs::exists(r.archive, ec) && !o.force)
     return InvalidError("'{}' already exists (pass --force to replace it)", r.archive);
   FERRY_RETURN_IF_ERROR(CheckInputs(c));
+  {
+    FERRY_ASSIGN_OR_RETURN(auto src, ir::LoadModel(c.source));
+    r.source_inspect = ops::Inspect(*src, c.source_name);
+  }
+  FERRY_RETURN_IF_ERROR(LoadPrepAndClassNames(c, r.source_inspect, &r));
 
   fs::path parent = out.parent_path();
   if (parent.empty()) parent = ".";
@@ -502,10 +577,6 @@ Result<BuildResult> Build(const BuildOptions& o) {
   r.edge_sets = g.edge_sets;
   r.edge_kinds = g.edge_kinds;
   r.labels = !g.labels_path.empty();
-  {
-    FERRY_ASSIGN_OR_RETURN(auto src, ir::LoadModel(c.source));
-    r.source_inspect = ops::Inspect(*src, c.source_name);
-  }
   r.timings.emplace_back("golden set", Since(t0));
 
   // 2. Each variant's steps, then 3. its gate.
@@ -589,6 +660,9 @@ Result<BuildResult> Build(const BuildOptions& o) {
 
   // 4. The artifact's own files, then the manifest over all of them.
   FERRY_RETURN_IF_ERROR(WriteFileAtomic((art / "ferry.yaml").string(), c.text));
+  if (!c.prep.empty()) FERRY_RETURN_IF_ERROR(CopyFile(c.prep, (art / kPrepFile).string()));
+  if (!c.class_names.empty())
+    FERRY_RETURN_IF_ERROR(CopyFile(c.class_names, (art / kClassNamesFile).string()));
   FERRY_RETURN_IF_ERROR(WriteFileAtomic((art / "RUNBOOK.md").string(), Runbook(r, c)));
   FERRY_ASSIGN_OR_RETURN(r.files, DigestFiles(art.string(), {"manifest.json"}));
   std::string manifest = ManifestJson(r, c);

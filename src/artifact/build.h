@@ -37,6 +37,9 @@ namespace ferry::artifact {
 
 inline constexpr const char* kFerryVersion = "0.1.0";
 inline constexpr const char* kManifestFormat = "ferry.artifact/1";
+// The artifact's copies of the config's `prep` spec and `class_names`.
+inline constexpr const char* kPrepFile = "prep.yaml";
+inline constexpr const char* kClassNamesFile = "labels.txt";
 // Engine threads for every computation whose result lands in the artifact.
 inline constexpr int kArtifactThreads = 1;
 
@@ -84,6 +87,11 @@ struct BuildResult {
   int64_t golden_sets = 0, golden_rows = 0, edge_sets = 0;
   std::vector<std::string> edge_kinds;
   bool labels = false;
+  // The preprocessing spec (prep.yaml in the artifact) and the class names (labels.txt).
+  std::string prep_sha256;  // "" : no spec
+  std::string prep_json;    // prep::SpecToJson: every default filled in (what diff compares)
+  std::vector<std::string> class_names;
+  std::string class_names_sha256;
   std::vector<VariantResult> variants;
   std::string fallback;
   std::vector<FileEntry> files;  // the artifact's files, manifest.json last
@@ -98,7 +106,10 @@ struct BuildResult {
 
 // Errors (nothing written at OUT): the config's (kInvalid naming key and line), a source that
 // does not match its pinned digest (kInvalid naming both), OUT existing without `force`
-// (kInvalid), missing or unfitting data folders (naming the key), the steps' and the engine's
+// (kInvalid), missing or unfitting data folders (naming the key), a preprocessing spec that does
+// not parse or fit the source's inputs (an input it names is not one, its tensor's dims differ
+// from the declared ones) or class names whose count differs from the task output's classes
+// (naming the key), the steps' and the engine's
 // errors (prefixed with the variant and step). A gate failure is not an error: the result has
 // written == false and verdict() says why.
 Result<BuildResult> Build(const BuildOptions& options);

@@ -245,9 +245,10 @@ Status Parser::Top(const YAML::Node& root) {
     return Error(
         1, "",
         "the file is empty (expected a mapping with name, version, source, reference, variants)");
-  FERRY_ASSIGN_OR_RETURN(auto m, Open(top, "",
-                                      {"name", "version", "source", "reference", "tolerance",
-                                       "tolerances", "task", "audit", "variants", "fallback"}));
+  FERRY_ASSIGN_OR_RETURN(
+      auto m, Open(top, "",
+                   {"name", "version", "source", "reference", "tolerance", "tolerances", "task",
+                    "audit", "variants", "fallback", "prep", "class_names"}));
   int last = 1;
   for (const auto& [k, e] : m) last = std::max(last, e.line);
   FERRY_ASSIGN_OR_RETURN(Entry name, Required(m, "name", "", 1));
@@ -267,6 +268,12 @@ Status Parser::Top(const YAML::Node& root) {
   }
   if (m.count("tolerances")) {
     FERRY_ASSIGN_OR_RETURN(cfg_->tolerances, Tolerances(m["tolerances"], "tolerances"));
+  }
+  if (m.count("prep")) {
+    FERRY_ASSIGN_OR_RETURN(cfg_->prep, Path(m["prep"], "prep"));
+  }
+  if (m.count("class_names")) {
+    FERRY_ASSIGN_OR_RETURN(cfg_->class_names, Path(m["class_names"], "class_names"));
   }
   if (m.count("task")) FERRY_RETURN_IF_ERROR(Task(m["task"]));
   if (m.count("audit")) FERRY_RETURN_IF_ERROR(Audit(m["audit"]));

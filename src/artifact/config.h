@@ -99,6 +99,12 @@ struct Config {
   ToleranceSpec tolerance;                          // default for every output
   std::map<std::string, ToleranceSpec> tolerances;  // per output
   std::optional<TaskSpec> task;
+  // The preprocessing spec (src/prep; resolved path, "" : none): copied into the artifact as
+  // prep.yaml, so a server accepts raw inputs (encoded images) for the inputs it names.
+  std::string prep;
+  // Class names, one per line (resolved path, "" : none): copied into the artifact as
+  // labels.txt (the serving classification extension's labels).
+  std::string class_names;
   std::vector<std::string> audit_targets;  // ferry audit targets (empty: no audit)
   bool audit_strict = false;               // anything not supported as is fails the build
   std::vector<Variant> variants;           // at least one; the first is the default variant

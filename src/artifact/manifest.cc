@@ -90,6 +90,18 @@ std::string ManifestJson(const BuildResult& r, const Config& c) {
   m["inputs"] = IoJson(s.inputs);
   m["outputs"] = IoJson(s.outputs);
   m["opsets"] = OpsetsJson(s.opset_imports);
+  // Pre-processing and class names: the spec with every default filled in (what `artifact
+  // diff` compares), the class names' count and digest.
+  m["prep"] = nullptr;
+  if (!r.prep_sha256.empty())
+    m["prep"] = {{"file", kPrepFile},
+                 {"sha256", r.prep_sha256},
+                 {"spec", nlohmann::json::parse(r.prep_json)}};
+  m["class_names"] = nullptr;
+  if (!r.class_names.empty())
+    m["class_names"] = {{"file", kClassNamesFile},
+                        {"sha256", r.class_names_sha256},
+                        {"count", r.class_names.size()}};
   m["default_variant"] = r.variants.empty() ? "" : r.variants.front().name;
   m["fallback"] = r.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.fallback);
   nlohmann::json golden = {
@@ -175,6 +187,15 @@ std::string Runbook(const BuildResult& r, const Config& c) {
       "with.\n\n",
       r.golden_sets, r.edge_sets ? fmt::format(", {} edge case set(s)", r.edge_sets) : "",
       r.labels ? fmt::format(" and {} labels (`golden/labels.npy`)", r.golden_rows) : "");
+  if (!r.prep_sha256.empty())
+    s += fmt::format(
+        "`{}` is the pre-processing spec (the steps from an encoded image to the model's input "
+        "tensor; `ferry prep run {} IMAGE -o DIR` applies it); `ferry serve` applies it to raw "
+        "inputs.\n\n",
+        kPrepFile, kPrepFile);
+  if (!r.class_names.empty())
+    s += fmt::format("`{}` holds the {} class names, one per line.\n\n", kClassNamesFile,
+                     r.class_names.size());
   s += "## Verify before deploying\n\n```sh\n";
   s += "ferry artifact verify ARTIFACT --key PUBLIC_KEY.pem            # digests and signature\n";
   s += "ferry artifact verify ARTIFACT --key PUBLIC_KEY.pem --golden   # and the golden set, "
@@ -198,7 +219,9 @@ std::string Runbook(const BuildResult& r, const Config& c) {
   s += fmt::format(
       "ferry build ferry.yaml -o {0}-NEW_VERSION\n"
       "ferry sign {0}-NEW_VERSION --key PRIVATE_KEY.pem\n"
-      "ferry artifact verify {0}-NEW_VERSION --key PUBLIC_KEY.pem --golden\n",
+      "ferry artifact verify {0}-NEW_VERSION --key PUBLIC_KEY.pem --golden\n"
+      "ferry artifact diff ARTIFACT {0}-NEW_VERSION   # exit 1: it would break this one's "
+      "clients\n",
       name);
   s += "```\n\n3. A failing gate (exit 1) names the output, class and layer out of tolerance; "
        "nothing is written. Loosen a tolerance only with a reason recorded in `ferry.yaml`.\n\n";

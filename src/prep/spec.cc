@@ -337,6 +337,26 @@ Result<Spec> LoadSpec(const std::string& path) {
   return ParseSpec(text, path);
 }
 
+std::vector<int64_t> OutputShape(const ImageSpec& spec) {
+  int64_t c = spec.color == Color::kGray ? 1 : 3, h = -1, w = -1;
+  if (spec.resize && spec.resize->shorter_side == 0) {
+    h = spec.resize->height;
+    w = spec.resize->width;
+  }
+  if (spec.crop_height > 0) {
+    h = spec.crop_height;
+    w = spec.crop_width;
+  }
+  std::vector<int64_t> dims;
+  if (spec.batch) dims.push_back(1);
+  if (spec.layout == Layout::kChw) {
+    dims.insert(dims.end(), {c, h, w});
+  } else {
+    dims.insert(dims.end(), {h, w, c});
+  }
+  return dims;
+}
+
 std::string SpecToJson(const Spec& spec) {
   nlohmann::json j;
   j["version"] = 1;

@@ -79,6 +79,11 @@ struct Spec {
 Result<Spec> ParseSpec(const std::string& text, const std::string& path);
 Result<Spec> LoadSpec(const std::string& path);
 
+// The dims of the tensor an input's steps produce: [1,] C, H, W in the spec's layout; -1 where
+// the spec does not fix a dim (no resize or crop: the image's own size; shorter_side: the
+// longer side follows the image's aspect ratio).
+std::vector<int64_t> OutputShape(const ImageSpec& spec);
+
 // The spec as one JSON document, every default filled in (what the reference script reads).
 std::string SpecToJson(const Spec& spec);
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "artifact/build.h"
 #include "artifact/verify_artifact.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
@@ -234,8 +235,8 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
         "the model has a dynamic first axis",
         m.config.max_batch_size);
   }
-  // Labels: in the version folder (plain ONNX) or beside serve.yaml (an artifact's folder
-  // holds only what its manifest lists).
+  // Labels: in the version folder (plain ONNX, or an artifact built with class_names: its
+  // labels.txt) or beside serve.yaml.
   std::string labels = m.config.labels.empty() ? "labels.txt" : m.config.labels;
   std::string labels_path;
   for (const auto& dir : {fs::path(v.path), fs::path(m.path)}) {
@@ -253,10 +254,16 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
     return InvalidError("labels file {} is missing", m.config.labels);
   }
 
-  // Preprocessing: a spec beside serve.yaml whose inputs name model inputs.
+  // Preprocessing: the artifact's own spec (prep.yaml, covered by its manifest and signature),
+  // else a spec beside serve.yaml; its inputs must name model inputs.
   std::string prep_file = m.config.prep.empty() ? "prep.yaml" : m.config.prep;
-  if (fs::is_regular_file(fs::path(m.path) / prep_file)) {
-    auto parsed = prep::LoadSpec((fs::path(m.path) / prep_file).string());
+  fs::path prep_path = fs::path(m.path) / prep_file;
+  if (v.artifact && fs::is_regular_file(fs::path(v.path) / artifact::kPrepFile)) {
+    prep_file = std::string("the artifact's ") + artifact::kPrepFile;
+    prep_path = fs::path(v.path) / artifact::kPrepFile;
+  }
+  if (fs::is_regular_file(prep_path)) {
+    auto parsed = prep::LoadSpec(prep_path.string());
     if (!parsed.ok()) return parsed.status();
     for (const auto& in : parsed->inputs) {
       bool known = false;

@@ -236,6 +236,146 @@ def test_bad_inputs(args, work, cfg, out):
     expect_error(args, "truncated archive", 3, ["truncated"], "artifact", "verify", os.path.join(work, "cut.ferry"))
 
 
+PREP = """inputs:
+  - name: image
+    image:
+      decode: {{exif: apply}}
+      color: gray
+      resize: {{size: [8, 8], filter: {filter}}}
+      scale: 0.00392156862745098
+"""
+CLASSES = "zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n"
+
+
+def make_release(args, work, name, version="1.0.0", filter="pil_box", quant_extra="",
+                 rename_output=None, classes=CLASSES):
+    """A project with a pre-processing spec and class names, built to WORK/NAME (no bench)."""
+    import onnx
+    proj = os.path.join(work, "rel_" + name)
+    cfg = make_project(proj, args.example, quant_extra=quant_extra)
+    text = open(cfg).read().replace("version: 1.0.0", "version: " + version)
+    if rename_output:
+        path = os.path.join(proj, "model.onnx")
+        old = sha256(path)
+        m = onnx.load(path)
+        for node in m.graph.node:
+            node.output[:] = [rename_output if o == "logits" else o for o in node.output]
+        m.graph.output[0].name = rename_output
+        onnx.save(m, path)
+        text = text.replace(old, sha256(path)).replace("output: logits", "output: " + rename_output)
+    with open(os.path.join(proj, "prep.yaml"), "w") as f:
+        f.write(PREP.format(filter=filter))
+    with open(os.path.join(proj, "classes.txt"), "w") as f:
+        f.write(classes)
+    with open(cfg, "w") as f:
+        f.write(text + "prep: prep.yaml\nclass_names: classes.txt\n")
+    out = os.path.join(work, name)
+    rc, so, se = ferry(args, "build", cfg, "-o", out, "--bench-runs", "0", "--archive")
+    check(rc == 0, "build %s: exit 0 (%s)" % (name, se.strip()[-300:]))
+    return cfg, out
+
+
+def test_inspect_diff(args, work, base):
+    """artifact inspect and diff: the issue's bar (a renamed output and a changed resize filter
+    are breaking, a re-quantized model with the same interface is compatible), and the pre-
+    processing spec and class names carried in the artifact."""
+    cfg_a, a = make_release(args, work, "rel_a")
+    for f in ["prep.yaml", "labels.txt"]:
+        check(os.path.isfile(os.path.join(a, f)), "artifact holds the config's %s" % f)
+    check(open(os.path.join(a, "labels.txt")).read() == CLASSES, "labels.txt = class_names")
+    m = json.load(open(os.path.join(a, "manifest.json")))
+    check(m["prep"]["file"] == "prep.yaml" and
+          m["prep"]["spec"]["inputs"][0]["image"]["resize"]["filter"] == "pil_box" and
+          m["prep"]["spec"]["inputs"][0]["image"]["layout"] == "chw",
+          "manifest: the prep spec with its defaults filled in (%r)" % m.get("prep"))
+    check(m["class_names"]["count"] == 10, "manifest: 10 class names")
+
+    rc, so, se = ferry(args, "artifact", "inspect", a)
+    check(rc == 0, "inspect: exit 0 (%s)" % se.strip())
+    for needle in ["image  float32[batch, 1, 8, 8]", "logits  float32[batch, 10]",
+                   "pre-processing: prep.yaml", "image: image, gray, resize [8,8] pil_box",
+                   "class names: labels.txt (10 classes: zero, ..., nine)", "fp32 (default)",
+                   "int8 (fallback)", "verification: PASS", "quantize:"]:
+        check(needle in so, "inspect names %r" % needle)
+    rc1, j1, _ = ferry(args, "artifact", "inspect", a, "--json")
+    rc2, j2, _ = ferry(args, "artifact", "inspect", a + ".ferry", "--json")
+    j1, j2 = json.loads(j1), json.loads(j2)
+    check(j2["archive"] and not j1["archive"] and
+          {k: v for k, v in j1.items() if k not in ("artifact", "archive")} ==
+          {k: v for k, v in j2.items() if k not in ("artifact", "archive")},
+          "inspect --json: the archive reads the same as the folder")
+    check([v["name"] for v in j1["variants"]] == ["fp32", "int8"] and j1["class_names"][9] == "nine",
+          "inspect --json: variants and class names")
+
+    rc, so, se = ferry(args, "artifact", "diff", a, a + ".ferry")
+    check(rc == 0 and "identical" in so, "diff of an artifact and its archive: identical (%s)" % so)
+    # The artifact without pre-processing or class names -> with them: compatible additions.
+    rc, so, se = ferry(args, "artifact", "diff", base, a)
+    check(rc == 0 and "compatible:" in so and "pre-processing" in so and "class names" in so,
+          "diff: adding prep and class names is compatible (%s)" % (so + se)[-400:])
+
+    # Re-quantized (per channel), new version: compatible, the changes listed.
+    _, b = make_release(args, work, "rel_b", version="1.1.0", quant_extra=", per_channel: true")
+    rc, so, se = ferry(args, "artifact", "diff", a, b)
+    check(rc == 0 and so.splitlines()[1].startswith("compatible") and "BREAKING" not in so,
+          "diff: a re-quantized model with the same interface is compatible (%s)" % (so + se)[-500:])
+    check("variant 'int8' model" in so and "version: 1.0.0 -> 1.1.0" in so,
+          "diff lists the int8 model and the version (%s)" % so[-500:])
+
+    # Another resize filter: breaking, named.
+    _, c = make_release(args, work, "rel_c", filter="pil_bilinear")
+    expect_error(args, "diff: a changed resize filter", 1,
+                 ["prep inputs[image].image.resize.filter", "--allow-breaking"],
+                 "artifact", "diff", a, c)
+    rc, so, se = ferry(args, "artifact", "diff", a, c)
+    check("BREAKING" in so and '"pil_box" -> "pil_bilinear"' in so,
+          "diff prints the filter change (%s)" % so[-400:])
+    rc, so, se = ferry(args, "artifact", "diff", a, c, "--allow-breaking", "--json")
+    d = json.loads(so)
+    check(rc == 0 and not d["compatible"] and d["breaking"] >= 1,
+          "diff --allow-breaking: exit 0, still reported breaking (%d)" % rc)
+
+    # A renamed output: breaking, the rename recognised.
+    _, r = make_release(args, work, "rel_r", rename_output="scores")
+    expect_error(args, "diff: a renamed output", 1, ["output 'logits'", "renamed to 'scores'"],
+                 "artifact", "diff", a, r)
+    # Other class names: breaking.
+    _, n = make_release(args, work, "rel_n", classes=CLASSES.replace("two", "deux"))
+    expect_error(args, "diff: changed class names", 1, ["class name 2"], "artifact", "diff", a, n)
+
+    # Bad inputs: one error line, exit 3.
+    expect_error(args, "diff: no such artifact", 3, ["nowhere"], "artifact", "diff", a,
+                 os.path.join(work, "nowhere"))
+    broken = os.path.join(work, "rel_broken")
+    shutil.copytree(a, broken)
+    with open(os.path.join(broken, "manifest.json"), "w") as f:
+        f.write('{"format": "ferry.artifact/1", "name": 7}')
+    expect_error(args, "inspect: a manifest with a mistyped field", 3, ["manifest.json", "name"],
+                 "artifact", "inspect", broken)
+    proj = os.path.dirname(cfg_a)
+    text = open(cfg_a).read()
+    bad = os.path.join(proj, "bad.yaml")
+    with open(os.path.join(proj, "prep_wrong.yaml"), "w") as f:
+        f.write(PREP.format(filter="pil_box").replace("name: image", "name: pixels"))
+    with open(bad, "w") as f:
+        f.write(text.replace("prep: prep.yaml", "prep: prep_wrong.yaml"))
+    expect_error(args, "build: a prep spec naming another input", 3, ["prep", "'pixels'"],
+                 "build", bad, "-o", os.path.join(work, "bad_prep"))
+    with open(os.path.join(proj, "prep_big.yaml"), "w") as f:
+        f.write(PREP.format(filter="pil_box").replace("[8, 8]", "[16, 16]"))
+    with open(bad, "w") as f:
+        f.write(text.replace("prep: prep.yaml", "prep: prep_big.yaml"))
+    expect_error(args, "build: a prep spec making other dims", 3, ["prep", "[1, 1, 16, 16]"],
+                 "build", bad, "-o", os.path.join(work, "bad_prep"))
+    with open(os.path.join(proj, "nine.txt"), "w") as f:
+        f.write(CLASSES.replace("nine\n", ""))
+    with open(bad, "w") as f:
+        f.write(text.replace("class_names: classes.txt", "class_names: nine.txt"))
+    expect_error(args, "build: 9 class names for 10 classes", 3, ["class_names", "9 classes"],
+                 "build", bad, "-o", os.path.join(work, "bad_prep"))
+    check(not os.path.exists(os.path.join(work, "bad_prep")), "bad prep/class names: nothing written")
+
+
 def tamper(path):
     b = bytearray(open(path, "rb").read())
     b[len(b) // 2] ^= 1
@@ -323,6 +463,7 @@ def main():
     else:
         test_gate(args, work)
         test_bad_inputs(args, work, cfg, out)
+        test_inspect_diff(args, work, out)
         test_signing(args, work, out)
     return summary()
 

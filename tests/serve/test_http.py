@@ -39,6 +39,9 @@ ZOO = ["digits_cnn", "gru_encoder", "bert_encoder", "mobilenet_v2", "resnet18_op
 FAILURES = []
 
 
+DIGIT_NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
+
 def check(cond, what):
     if cond:
         print(f"ok   {what}")
@@ -165,7 +168,8 @@ def main_suite(args, work):
     run([ferry, "keys", "generate", "--out", other, "--force"])
     art = build_artifact(ferry, work, key)
 
-    # digits: the signed artifact, labels beside serve.yaml, dynamic batching.
+    # digits: the signed artifact (with its own prep.yaml and class names, labels.txt), dynamic
+    # batching; a labels.txt beside serve.yaml loses to the artifact's.
     shutil.copytree(art, os.path.join(repo, "digits", "1"))
     with open(os.path.join(repo, "digits", "labels.txt"), "w") as f:
         f.write("\n".join(f"digit-{i}" for i in range(10)) + "\n")
@@ -241,7 +245,7 @@ def main_suite(args, work):
                       f"{name} ({'binary' if binary else 'JSON'}) matches ONNX Runtime "
                       f"(worst |d|/(atol+rtol|x|) {worst:.3f})")
 
-        # Classification with the labels file.
+        # Classification with the artifact's class names (examples/digits_cnn/classes.txt).
         feeds, _ = read_inputs(os.path.join(args.zoo, "digits_cnn"))
         img = np.ascontiguousarray(np.concatenate([feeds["image"][:1],
                                                    feeds["image"][:1][..., ::-1]]))
@@ -253,7 +257,7 @@ def main_suite(args, work):
         logits = infer(c, "digits", {"image": img}, True).as_numpy("logits")
         top = np.argsort(-logits, axis=1)[:, :3]
         parsed = [[x.decode().split(":") for x in row] for row in cls]
-        check(cls.shape == (2, 3) and all(int(p[1]) == top[b][k] and p[2] == f"digit-{top[b][k]}"
+        check(cls.shape == (2, 3) and all(int(p[1]) == top[b][k] and p[2] == DIGIT_NAMES[top[b][k]]
                                           and abs(float(p[0]) - logits[b][top[b][k]]) < 1e-5
                                           for b, row in enumerate(parsed)
                                           for k, p in enumerate(row)),
@@ -281,6 +285,15 @@ def main_suite(args, work):
         check(tensor.shape == (2, 1, 8, 8) and got.shape == (2, 10) and np.array_equal(got, want),
               f"encoded PNGs as BYTES through prep.yaml = ferry prep run's tensors "
               f"({tensor.shape}, max |d| {np.max(np.abs(got - want)) if got.shape == want.shape else 'shape'})")
+        # The artifact's own prep.yaml (ferry.yaml `prep`): PNGs sent to `digits` give what
+        # `ferry prep run` makes of them with the spec inside the artifact.
+        art_spec = os.path.join(repo, "digits", "1", "prep.yaml")
+        run([ferry, "prep", "run", art_spec, *pngs, "-o", os.path.join(work, "prep_art")])
+        tensor = np.load(os.path.join(work, "prep_art", "image.npy"))
+        got = c.infer("digits", [raw]).as_numpy("logits")
+        want = infer(c, "digits", {"image": tensor.astype(np.float32)}, True).as_numpy("logits")
+        check(got.shape == (2, 10) and np.array_equal(got, want),
+              "encoded PNGs through the artifact's own prep.yaml = ferry prep run's tensors")
         bad_png = httpclient.InferInput("image", [1], "BYTES")
         bad_png.set_data_from_numpy(np.array([b"\x89PNG\r\n\x1a\nbroken"], dtype=object))
         expect_error(lambda: c.infer("digits_raw", [bad_png]), 400, ["'image'"],
