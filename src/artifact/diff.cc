@@ -19,13 +19,17 @@ std::string DimText(const DimInfo& d) {
 
 class Differ {
  public:
+  // A change already listed (the same field and values without the variant prefix: the same
+  // output renamed in every variant) is listed once.
   void Add(bool breaking, std::string what, std::string old_value, std::string new_value,
            std::string why) {
     auto key = std::make_tuple(what, old_value, new_value);
     if (!seen_.insert(key).second) return;
     changes_.push_back(
-        {breaking, std::move(what), std::move(old_value), std::move(new_value), std::move(why)});
+        {breaking, prefix_ + what, std::move(old_value), std::move(new_value), std::move(why)});
   }
+  // Prepended to the changes Interface reports ("variant 'int8': ").
+  void SetPrefix(std::string prefix) { prefix_ = std::move(prefix); }
   void Breaking(std::string what, std::string o, std::string n, std::string why) {
     Add(true, std::move(what), std::move(o), std::move(n), std::move(why));
   }
@@ -33,9 +37,8 @@ class Differ {
     Add(false, std::move(what), std::move(o), std::move(n), std::move(why));
   }
 
-  // One side of the interface (inputs or outputs), `prefix` "" or "variant 'int8': ".
-  void Interface(const std::vector<IoInfo>& olds, const std::vector<IoInfo>& news, bool inputs,
-                 const std::string& prefix) {
+  // One side of the interface (inputs or outputs).
+  void Interface(const std::vector<IoInfo>& olds, const std::vector<IoInfo>& news, bool inputs) {
     const char* kind = inputs ? "input" : "output";
     std::map<std::string, const IoInfo*> by_name;
     for (const auto& n : news) by_name[n.name] = &n;
@@ -45,7 +48,7 @@ class Differ {
     for (const auto& n : news)
       if (!old_names.count(n.name)) added.push_back(&n);
     for (const auto& o : olds) {
-      std::string what = fmt::format("{}{} '{}'", prefix, kind, o.name);
+      std::string what = fmt::format("{} '{}'", kind, o.name);
       auto it = by_name.find(o.name);
       if (it == by_name.end()) {
         // One removed and one added with the same type: most likely a rename.
@@ -101,7 +104,7 @@ class Differ {
       }
     }
     for (const IoInfo* a : added) {
-      std::string what = fmt::format("{}{} '{}'", prefix, kind, a->name);
+      std::string what = fmt::format("{} '{}'", kind, a->name);
       if (inputs)
         Breaking(what, "", IoTypeText(*a), "added: clients of the old version do not send it");
       else
@@ -260,6 +263,7 @@ class Differ {
  private:
   std::vector<ArtifactChange> changes_;
   std::set<std::tuple<std::string, std::string, std::string>> seen_;
+  std::string prefix_;
 };
 
 std::string Value(const std::string& v) {
@@ -287,17 +291,16 @@ ArtifactDiff DiffArtifacts(const ArtifactInfo& a, const ArtifactInfo& b) {
   if (a.name != b.name) df.Breaking("name", a.name, b.name, "another model");
   if (a.version != b.version) df.Compatible("version", a.version, b.version);
   // The served interface first (the default variant's), then every variant both hold.
-  df.Interface(a.ServedInputs(), b.ServedInputs(), true, "");
-  df.Interface(a.ServedOutputs(), b.ServedOutputs(), false, "");
+  df.Interface(a.ServedInputs(), b.ServedInputs(), true);
+  df.Interface(a.ServedOutputs(), b.ServedOutputs(), false);
   for (const auto& ov : a.variants) {
     const VariantInfo* nv = b.FindVariant(ov.name);
     if (!nv) continue;
-    std::string prefix = fmt::format("variant '{}': ", ov.name);
-    if (ov.name != a.default_variant || nv->name != b.default_variant) {
-      df.Interface(ov.inputs, nv->inputs, true, prefix);
-      df.Interface(ov.outputs, nv->outputs, false, prefix);
-    }
+    df.SetPrefix(fmt::format("variant '{}': ", ov.name));
+    df.Interface(ov.inputs, nv->inputs, true);
+    df.Interface(ov.outputs, nv->outputs, false);
   }
+  df.SetPrefix("");
   df.Prep(a, b);
   df.ClassNames(a, b);
   for (const auto& ov : a.variants) {

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "artifact/build.h"
+#include "artifact/diff.h"
+#include "artifact/inspect.h"
 #include "artifact/verify_artifact.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
@@ -35,6 +37,9 @@ struct VersionState {
   bool verified = false;
   std::shared_ptr<Executor> executor;  // set while READY
   ModelMetadata meta;
+  // The artifact's manifest as read when this version loaded (null for plain ONNX): what a
+  // newer version is compared with (artifact diff), even after its files changed on disk.
+  std::shared_ptr<const artifact::ArtifactInfo> info;
 };
 
 struct ModelState {
@@ -379,7 +384,53 @@ Error Service::Impl::Sync(const std::string& name, bool explicit_load) {
       }
     }
     Log(fmt::format("model {} version {}: loading from {}", name, v->version, v->path));
-    auto loaded = LoadVersion(entry, *v);
+    // Compatibility with the version it supersedes: the serving copy of the same version (files
+    // replaced in place), else the newest serving version older than it.
+    std::shared_ptr<const artifact::ArtifactInfo> info;
+    std::string compat, refused;
+    if (v->artifact) {
+      auto ai = artifact::ReadArtifactInfo(v->path);
+      if (ai.ok()) info = std::make_shared<const artifact::ArtifactInfo>(std::move(ai).value());
+    }
+    if (info) {
+      std::shared_ptr<const artifact::ArtifactInfo> prev;
+      std::string prev_version;
+      {
+        std::shared_lock<std::shared_mutex> lock(mu);
+        auto same = model->versions.find(v->version);
+        if (same != model->versions.end() && same->second.executor && same->second.info) {
+          prev = same->second.info;
+          prev_version = v->version;
+        } else {
+          for (const auto& [ver, st] : model->versions) {
+            if (!st.executor || !st.info || !VersionLess(ver, v->version)) continue;
+            if (prev_version.empty() || VersionLess(prev_version, ver)) {
+              prev = st.info;
+              prev_version = ver;
+            }
+          }
+        }
+      }
+      if (prev) {
+        artifact::ArtifactDiff d = artifact::DiffArtifacts(*prev, *info);
+        if (int b = d.breaking()) {
+          const artifact::ArtifactChange& c = d.changes.front();
+          std::string first = fmt::format("{} ({}){}", c.what, c.why,
+                                          b > 1 ? fmt::format(", {} breaking changes", b) : "");
+          if (cfg.breaking_changes == ServeConfig::BreakingChanges::kRefuse)
+            refused = fmt::format(
+                "refused by serve.yaml breaking_changes: refuse: it breaks clients of version "
+                "{}: {}",
+                prev_version, first);
+          else
+            compat = fmt::format("BREAKING against version {}: {}", prev_version, first);
+        } else {
+          compat = fmt::format("compatible with version {}", prev_version);
+        }
+      }
+    }
+    auto loaded = refused.empty() ? LoadVersion(entry, *v)
+                                  : Result<Loaded>(Status(StatusCode::kInvalid, refused));
     std::unique_lock<std::shared_mutex> lock(mu);
     auto& st = model->versions[v->version];
     if (!loaded.ok()) {
@@ -402,14 +453,16 @@ Error Service::Impl::Sync(const std::string& name, bool explicit_load) {
     st.executor = std::move(loaded->executor);
     st.meta = std::move(loaded->meta);
     st.verified = loaded->verified;
-    st.detail = loaded->detail;
+    st.detail = loaded->detail + (compat.empty() ? "" : ", " + compat);
+    st.info = std::move(info);
     st.path = v->path;
     st.fingerprint = v->fingerprint;
     st.state = "READY";
     st.reason.clear();
     ++ready_wanted;
+    std::string detail = st.detail;
     lock.unlock();
-    Log(fmt::format("model {} version {}: READY ({})", name, v->version, loaded->detail));
+    Log(fmt::format("model {} version {}: READY ({})", name, v->version, detail));
   }
   // Versions the policy no longer wants leave only when a wanted one serves in their place.
   {

@@ -207,14 +207,16 @@ Result<ServeConfig> ParseServeConfig(const std::string& text, const std::string&
                                               "version_policy",
                                               "variant",
                                               "labels",
-                                              "prep"};
+                                              "prep",
+                                              "breaking_changes"};
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>("");
     if (!kKeys.count(key)) {
       return KeyError(what, kv.first, key,
                       "unknown key (expected one of max_batch_size, dynamic_batching, "
                       "instances, max_queue_size, priority_levels, default_priority, "
-                      "default_timeout_us, version_policy, variant, labels, prep)");
+                      "default_timeout_us, version_policy, variant, labels, prep, "
+                      "breaking_changes)");
     }
     const YAML::Node& v = kv.second;
     Status st;
@@ -237,6 +239,11 @@ Result<ServeConfig> ParseServeConfig(const std::string& text, const std::string&
                                (!v.Scalar().empty() && v.Scalar()[0] == '/'))) {
         return KeyError(what, v, key, "must be a path inside the model folder");
       }
+    } else if (key == "breaking_changes") {
+      if (!v.IsScalar() || (v.Scalar() != "allow" && v.Scalar() != "refuse"))
+        return KeyError(what, v, key, "expected allow or refuse");
+      c.breaking_changes = v.Scalar() == "refuse" ? ServeConfig::BreakingChanges::kRefuse
+                                                  : ServeConfig::BreakingChanges::kAllow;
     } else if (key == "dynamic_batching") {
       if (!v.IsMap()) return KeyError(what, v, key, "expected a mapping");
       for (const auto& b : v) {

@@ -39,6 +39,10 @@ struct ServeConfig {
                         // else beside serve.yaml; "" : labels.txt when present
   std::string prep;     // a preprocessing spec (src/prep) beside serve.yaml: inputs it names may
                         // be sent as BYTES holding encoded images; "" : prep.yaml when present
+  // A new artifact version is compared with the one it supersedes (artifact::DiffArtifacts):
+  // kAllow serves it and states the verdict; kRefuse leaves a breaking one unserved (the
+  // previous version keeps serving) with the first breaking change as the reason.
+  enum class BreakingChanges { kAllow, kRefuse } breaking_changes = BreakingChanges::kAllow;
 };
 
 // Errors: kInvalid as `FILE:LINE: KEY: problem`.

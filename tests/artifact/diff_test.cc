@@ -91,6 +91,23 @@ TEST(ArtifactDiff, RenamedOutputIsBreakingAndRecognised) {
   EXPECT_FALSE(added->breaking);
 }
 
+TEST(ArtifactDiff, ChangeInEveryVariantListedOnceVariantOnlyChangePrefixed) {
+  ArtifactInfo a = Base();
+  VariantInfo int8 = a.variants[0];
+  int8.name = "int8";
+  a.variants.push_back(int8);
+  ArtifactInfo b = Next(a);
+  for (auto& v : b.variants) v.outputs[0].name = "scores";
+  ArtifactDiff d = DiffArtifacts(a, b);
+  EXPECT_EQ(d.breaking(), 1) << FormatText(d);
+
+  ArtifactInfo c = Next(a);
+  c.variants[1].inputs[0].dtype = "uint8";  // only the int8 variant changes
+  d = DiffArtifacts(a, c);
+  EXPECT_EQ(d.breaking(), 1) << FormatText(d);
+  EXPECT_NE(Find(d, "variant 'int8': input 'x' dtype"), nullptr) << FormatText(d);
+}
+
 TEST(ArtifactDiff, InputDimsNarrowedBreakWidenedDoNot) {
   ArtifactInfo a = Base(), b = Next(Base());
   b.variants[0].inputs[0].shape->at(0) = Fixed(1);  // dynamic batch -> 1: narrower

@@ -527,6 +527,76 @@ def reload_suite(args, work):
         check(counted == ok[0], f"metrics count every request once: {counted} vs {ok[0]}")
 
 
+def renamed_artifact(ferry, work, key):
+    """The example's artifact with its output renamed logits -> scores (a breaking change)."""
+    proj = os.path.join(work, "proj_renamed")
+    shutil.copytree(os.path.join(ROOT, "examples", "digits_cnn"), proj)
+    path = os.path.join(proj, "model.onnx")
+    old = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    m = onnx.load(path)
+    for node in m.graph.node:
+        node.output[:] = ["scores" if o == "logits" else o for o in node.output]
+    m.graph.output[0].name = "scores"
+    onnx.save(m, path)
+    new = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    cfg = os.path.join(proj, "ferry.yaml")
+    text = open(cfg).read().replace(old, new).replace("version: 1.0.0", "version: 2.0.0")
+    open(cfg, "w").write(text)
+    art = os.path.join(work, "renamed_artifact")
+    run([ferry, "build", cfg, "-o", art, "--force", "--bench-runs", "0"])
+    run([ferry, "sign", art, "--key", key])
+    return art
+
+
+def compat_suite(args, work):
+    """A new artifact version is compared with the one it supersedes (artifact diff): with
+    serve.yaml `breaking_changes: refuse` a renamed output is not served and the old version
+    keeps serving; a compatible one replaces it; by default the breaking one serves, stated."""
+    ferry = args.ferry
+    key = os.path.join(work, "compat-key.pem")
+    run([ferry, "keys", "generate", "--out", key, "--force"])
+    os.makedirs(os.path.join(work, "compat"), exist_ok=True)
+    art = build_artifact(ferry, os.path.join(work, "compat"), key)
+    renamed = renamed_artifact(ferry, work, key)
+    repo = os.path.join(work, "repo-compat")
+    shutil.copytree(art, os.path.join(repo, "strict", "1"))
+    with open(os.path.join(repo, "strict", "serve.yaml"), "w") as f:
+        f.write("breaking_changes: refuse\n")
+    shutil.copytree(art, os.path.join(repo, "lenient", "1"))
+    with Server(ferry, repo, "--trusted-key", key.replace(".pem", ".pub.pem"),
+                "--insecure-no-auth", "--poll-interval-ms", "0") as srv:
+        c = httpclient.InferenceServerClient(srv.url)
+        check(c.is_model_ready("strict", "1") and c.is_model_ready("lenient", "1"),
+              "compat: both models serve version 1")
+        shutil.copytree(renamed, os.path.join(repo, "strict", "2"))
+        expect_error(lambda: c.load_model("strict"), 400,
+                     ["breaking_changes: refuse", "output 'logits'", "renamed to 'scores'"],
+                     "compat: a renamed output is refused under breaking_changes: refuse")
+        idx = {(m["name"], m.get("version")): m for m in c.get_model_repository_index()}
+        check(idx[("strict", "2")]["state"] == "UNAVAILABLE" and
+              "breaks clients of version 1" in idx[("strict", "2")]["reason"],
+              f"compat: the index says why version 2 is not served: {idx[('strict', '2')]}")
+        feeds, _ = read_inputs(os.path.join(args.zoo, "digits_cnn"))
+        r = infer(c, "strict", {"image": feeds["image"][:1]}, True)
+        check(r.get_response()["model_version"] == "1" and r.as_numpy("logits").shape == (1, 10),
+              "compat: version 1 keeps serving")
+        # A compatible version 3 (the same interface) replaces version 1.
+        shutil.copytree(art, os.path.join(repo, "strict", "3"))
+        c.load_model("strict")
+        r = infer(c, "strict", {"image": feeds["image"][:1]}, True)
+        check(r.get_response()["model_version"] == "3", "compat: a compatible version 3 serves")
+        check("version 3: READY" in srv.log() and "compatible with version 1" in srv.log(),
+              "compat: the log states version 3 is compatible with version 1")
+        # Without the key (breaking_changes: allow), the renamed output serves, stated.
+        shutil.copytree(renamed, os.path.join(repo, "lenient", "2"))
+        c.load_model("lenient")
+        md = c.get_model_metadata("lenient")
+        check(md["outputs"][0]["name"] == "scores" and c.is_model_ready("lenient", "2"),
+              f"compat: breaking_changes allow (default) serves the renamed output {md['outputs']}")
+        check("BREAKING against version 1: output 'logits'" in srv.log(),
+              "compat: the log states the breaking change")
+
+
 def rss_kb(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
@@ -649,7 +719,7 @@ def main():
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    for suite in (main_suite, auth_suite, reload_suite):
+    for suite in (main_suite, auth_suite, reload_suite, compat_suite):
         t0 = time.time()
         suite(args, work)
         print(f"-- {suite.__name__}: {time.time() - t0:.1f} s")
