@@ -1,4 +1,5 @@
 // ferry prep run SPEC IMAGE... -o DIR | ferry prep check SPEC --images DIR|FILE...
+// ferry prep bench SPEC IMAGE [--runs N] [--warmup W] [--json]
 // The work is in src/prep (Preprocess, Check); this file parses, renders, exits.
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "core/npy.h"
 #include "prep/check.h"
 #include "prep/pipeline.h"
 
@@ -26,6 +28,43 @@ struct RunOptions {
   std::string out;
   bool json = false;
 };
+
+struct BenchOpts {
+  std::string spec, image;
+  int runs = 50, warmup = 3;
+  bool json = false;
+};
+
+int RunPrepBench(const BenchOpts& o) {
+  auto spec = prep::LoadSpec(o.spec);
+  if (!spec.ok()) return ReportError(spec.status());
+  auto bytes = ReadFileBytes(o.image);
+  if (!bytes.ok()) return ReportError(bytes.status());
+  nlohmann::json j = nlohmann::json::array();
+  std::string text;
+  for (const auto& in : spec->inputs) {
+    auto t = prep::TimePreprocess(in.image, *bytes, o.image, o.runs, o.warmup);
+    if (!t.ok()) return ReportError(t.status());
+    nlohmann::json e;
+    e["input"] = in.name;
+    e["image"] = o.image;
+    e["bytes"] = bytes->size();
+    e["shape"] = t->shape;
+    e["runs"] = t->runs;
+    e["decode_p50_ms"] = t->decode_p50_ms;
+    e["total_p50_ms"] = t->total_p50_ms;
+    e["total_p90_ms"] = t->total_p90_ms;
+    e["total_min_ms"] = t->total_min_ms;
+    j.push_back(e);
+    text += fmt::format(
+        "{}: {} -> {}: p50 {:.3f} ms (decode {:.3f} ms), p90 {:.3f} ms, min {:.3f} ms, {} runs, "
+        "1 thread\n",
+        in.name, o.image, ShapeToString(t->shape), t->total_p50_ms, t->decode_p50_ms,
+        t->total_p90_ms, t->total_min_ms, t->runs);
+  }
+  PrintOut(o.json ? j.dump(2) + "\n" : text);
+  return 0;
+}
 
 struct CheckOpts {
   std::string spec;
@@ -101,6 +140,17 @@ void SetupPrep(CLI::App& sub, Action* action) {
   run->add_option("-o,--out", ro->out, "Output folder (<input>.npy per input)")->required();
   run->add_flag("--json", ro->json, "Print one JSON document");
   run->callback([ro, action] { *action = [ro] { return RunPrepRun(*ro); }; });
+
+  auto bo = std::make_shared<BenchOpts>();
+  CLI::App* bench = sub.add_subcommand(
+      "bench", "Time one image through the spec in-process (decode and the whole pipeline)");
+  bench->add_option("spec", bo->spec, "Preprocessing spec (YAML or JSON)")->required();
+  bench->add_option("image", bo->image, "One image file (PNG, JPEG)")->required();
+  bench->add_option("--runs", bo->runs, "Timed repetitions")->check(CLI::Range(1, 100000));
+  bench->add_option("--warmup", bo->warmup, "Untimed repetitions first")
+      ->check(CLI::Range(0, 10000));
+  bench->add_flag("--json", bo->json, "Print one JSON document");
+  bench->callback([bo, action] { *action = [bo] { return RunPrepBench(*bo); }; });
 
   auto co = std::make_shared<CheckOpts>();
   CLI::App* check = sub.add_subcommand(

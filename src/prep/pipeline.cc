@@ -2,6 +2,8 @@
 // (x * scale - mean) / std rounds like the NumPy float32 reference, step by step.
 #include "prep/pipeline.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -134,6 +136,41 @@ Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const s
   o.max_pixels = spec.max_pixels;
   FERRY_ASSIGN_OR_RETURN(Image img, DecodeImage(bytes, o, what));
   return PreprocessImage(spec, img, what);
+}
+
+Result<PrepTiming> TimePreprocess(const ImageSpec& spec, std::string_view bytes,
+                                  const std::string& what, int runs, int warmup) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  auto pct = [](std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+  };
+  PrepTiming t;
+  t.runs = std::max(1, runs);
+  DecodeOptions o;
+  o.apply_exif = spec.exif == ExifMode::kApply;
+  o.max_pixels = spec.max_pixels;
+  for (int i = 0; i < warmup; ++i) FERRY_RETURN_IF_ERROR(Preprocess(spec, bytes, what).status());
+  std::vector<double> decode, total;
+  for (int i = 0; i < t.runs; ++i) {
+    auto a = Clock::now();
+    FERRY_ASSIGN_OR_RETURN(Image img, DecodeImage(bytes, o, what));
+    decode.push_back(ms(a, Clock::now()));
+  }
+  for (int i = 0; i < t.runs; ++i) {
+    auto a = Clock::now();
+    FERRY_ASSIGN_OR_RETURN(Tensor out, Preprocess(spec, bytes, what));
+    total.push_back(ms(a, Clock::now()));
+    if (i == 0) t.shape = out.shape();
+  }
+  t.decode_p50_ms = pct(decode, 0.5);
+  t.total_p50_ms = pct(total, 0.5);
+  t.total_p90_ms = pct(total, 0.9);
+  t.total_min_ms = *std::min_element(total.begin(), total.end());
+  return t;
 }
 
 Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,

@@ -40,6 +40,17 @@ struct NamedTensor {
 Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
                                                  const std::vector<std::string>& paths);
 
+// In-process timing of one image through one input's steps (`ferry prep bench`): `runs` timed
+// repetitions after `warmup` untimed ones, decoding alone and the whole pipeline, each on one
+// thread. kInvalid when the image fails.
+struct PrepTiming {
+  int runs = 0;
+  Shape shape;  // the output tensor's
+  double decode_p50_ms = 0, total_p50_ms = 0, total_p90_ms = 0, total_min_ms = 0;
+};
+Result<PrepTiming> TimePreprocess(const ImageSpec& spec, std::string_view bytes,
+                                  const std::string& what, int runs, int warmup);
+
 // Writes `<dir>/<name>.npy` per tensor (temp file + rename each; the folder is created).
 // A name with '/' or ':' is written with those characters as '_'.
 Status WriteTensors(const std::vector<NamedTensor>& tensors, const std::string& dir,
