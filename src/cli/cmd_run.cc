@@ -1,4 +1,5 @@
 // ferry run MODEL [--input NAME=FILE]... [--output-dir DIR] [--threads N] [--json]
+//           [--prep SPEC] [--labels FILE] [--top-k K]
 // ferry run MODEL --test-data DIR [--rtol R] [--atol A]
 #include <cmath>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "core/npy.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
+#include "prep/pipeline.h"
 #include "runtime/session.h"
 #include "verify/compare.h"
 
@@ -32,7 +34,49 @@ struct Options {
   std::string provider = "cpu";
   bool json = false;
   double rtol = 1e-3, atol = 1e-7;
+  std::string prep;    // a preprocessing spec: its inputs take image files
+  std::string labels;  // class names, one per line: classifier outputs decoded
+  int top_k = 0;       // classes shown per row (0: 5 with --labels, else none)
 };
+
+// Class names, one per line (a trailing newline or CR ignored).
+Result<std::vector<std::string>> ReadLabels(const std::string& path) {
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < bytes.size()) {
+    size_t end = bytes.find('\n', start);
+    if (end == std::string::npos) end = bytes.size();
+    std::string line = bytes.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    out.push_back(std::move(line));
+    start = end + 1;
+  }
+  if (out.empty()) return InvalidError("--labels '{}' holds no class names", path);
+  return out;
+}
+
+// The top classes of each row of a classifier output ([N, C] float): index, label, score.
+nlohmann::json DecodeClassifier(const Tensor& t, int64_t k, const std::vector<std::string>& labels,
+                                std::string* text) {
+  nlohmann::json rows = nlohmann::json::array();
+  const int64_t n = t.dim(0), classes = t.dim(1);
+  std::vector<double> row(static_cast<size_t>(classes));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < classes; ++c) row[c] = t.GetAsDouble(r * classes + c);
+    nlohmann::json top = nlohmann::json::array();
+    std::string line;
+    for (int64_t c : verify::TopK(row.data(), classes, k)) {
+      std::string label = c < static_cast<int64_t>(labels.size()) ? labels[c] : "";
+      top.push_back({{"index", c}, {"label", label}, {"score", row[c]}});
+      line += fmt::format("{}{} {:.4g}", line.empty() ? "" : ", ",
+                          label.empty() ? std::to_string(c) : label, row[c]);
+    }
+    *text += fmt::format("  row {}: {}\n", r, line);
+    rows.push_back(top);
+  }
+  return rows;
+}
 
 struct Loaded {
   std::shared_ptr<const ir::Model> model;
@@ -129,6 +173,19 @@ int RunTestData(const Options& o, Loaded& l) {
 
 int RunOnce(const Options& o, Loaded& l) {
   const ir::Graph& g = l.model->graph;
+  std::optional<prep::Spec> prep_spec;
+  if (!o.prep.empty()) {
+    auto s = prep::LoadSpec(o.prep);
+    if (!s.ok()) return ReportError(s.status());
+    prep_spec = std::move(s).value();
+  }
+  std::vector<std::string> labels;
+  if (!o.labels.empty()) {
+    auto lb = ReadLabels(o.labels);
+    if (!lb.ok()) return ReportError(lb.status());
+    labels = std::move(lb).value();
+  }
+  const int64_t top_k = o.top_k > 0 ? o.top_k : labels.empty() ? 0 : 5;
   std::vector<std::pair<std::string, Value>> feeds;
   std::set<std::string> seen;
   for (const auto& spec : o.inputs) {
@@ -146,6 +203,18 @@ int RunOnce(const Options& o, Loaded& l) {
     }
     if (!seen.insert(name).second)
       return ReportError(UsageError("input '{}' is given twice", name));
+    const prep::InputSpec* steps = nullptr;
+    if (prep_spec)
+      for (const auto& in : prep_spec->inputs) steps = in.name == name ? &in : steps;
+    if (steps) {
+      // An image file through the spec's steps (the same code as `ferry prep run`).
+      auto bytes = ReadFileBytes(file);
+      if (!bytes.ok()) return ReportError(bytes.status());
+      auto t = prep::Preprocess(steps->image, *bytes, file);
+      if (!t.ok()) return ReportError(t.status());
+      feeds.emplace_back(name, Value(std::move(t).value()));
+      continue;
+    }
     const bool json = file.size() >= 5 && file.compare(file.size() - 5, 5, ".json") == 0;
     auto v = json ? ReadMapJson(file, it->type) : ReadInputFile(file, it->type);
     if (!v.ok()) return ReportError(v.status());
@@ -197,10 +266,13 @@ int RunOnce(const Options& o, Loaded& l) {
         jo["file"] = base + "/";
       }
     }
+    std::string decoded;
+    if (top_k > 0 && v.is_tensor() && verify::IsClassifierOutput(v.tensor()))
+      jo["top"] = DecodeClassifier(v.tensor(), top_k, labels, &decoded);
     jouts.push_back(jo);
     if (!o.json)
-      fmt::print("{:<24} {}{}\n", g.outputs[k].name, ValueSummary(v),
-                 jo.contains("file") ? "  -> " + jo["file"].get<std::string>() : "");
+      fmt::print("{:<24} {}{}\n{}", g.outputs[k].name, ValueSummary(v),
+                 jo.contains("file") ? "  -> " + jo["file"].get<std::string>() : "", decoded);
   }
   if (o.json) std::printf("%s\n", JsonText(nlohmann::json({{"outputs", jouts}}), 2).c_str());
   return 0;
@@ -215,6 +287,9 @@ int RunCommand(const Options& o) {
   if (!o.test_data.empty()) {
     if (!o.inputs.empty())
       return ReportError(UsageError("--test-data and --input cannot be combined"));
+    if (!o.prep.empty() || !o.labels.empty() || o.top_k > 0)
+      return ReportError(
+          UsageError("--prep, --labels and --top-k go with --input, not --test-data"));
     return RunTestData(o, l.value());
   }
   return RunOnce(o, l.value());
@@ -235,6 +310,14 @@ void SetupRun(CLI::App& sub, Action* action) {
   sub.add_option("--provider", o->provider,
                  "cpu (default: optimized kernels where they exist) or reference (every node on "
                  "its reference kernel)");
+  sub.add_option("--prep", o->prep,
+                 "Preprocessing spec (src/prep): the inputs it names take image files "
+                 "(PNG, JPEG) through its steps");
+  sub.add_option("--labels", o->labels,
+                 "Class names, one per line: classifier outputs ([N, C] float) print their top "
+                 "classes");
+  sub.add_option("--top-k", o->top_k, "Classes shown per row (default 5 with --labels)")
+      ->check(CLI::Range(1, 1000000));
   sub.add_flag("--json", o->json, "Print one JSON document");
   sub.callback([o, action] { *action = [o] { return RunCommand(*o); }; });
 }

@@ -417,6 +417,49 @@ def test_bad_inputs(ferry, work, files):
           f"unknown spec key: exit {r.returncode}, {lines}")
 
 
+def test_run_with_prep(ferry, work):
+    """`ferry run MODEL --prep SPEC --input image=PNG --labels FILE`: the image goes through the
+    spec (the same tensor `ferry prep run` writes) and the classifier output prints its top
+    classes by name; the logits equal a run on that tensor."""
+    from PIL import Image
+    import onnx
+    from onnx import numpy_helper
+    ex = os.path.join(ROOT, "examples", "digits_cnn")
+    t = onnx.TensorProto()
+    t.ParseFromString(open(os.path.join(ex, "test_data_set_1", "input_0.pb"), "rb").read())
+    digits = numpy_helper.to_array(t)
+    png = os.path.join(work, "digit_run.png")
+    Image.fromarray(np.kron(np.round(digits[0, 0] * 255).astype(np.uint8),
+                            np.ones((8, 8), np.uint8))).save(png)
+    spec, model = os.path.join(ex, "prep.yaml"), os.path.join(ex, "model.onnx")
+    labels = [l for l in open(os.path.join(ex, "classes.txt")).read().split("\n") if l]
+    r = run([ferry, "run", model, "--prep", spec, "--labels", os.path.join(ex, "classes.txt"),
+             "--input", "image=" + png, "--top-k", "3", "--json", "-o", os.path.join(work, "run_a")])
+    check(r.returncode == 0, f"ferry run --prep --labels: exit 0 ({r.stderr.strip()})")
+    if r.returncode != 0:
+        return
+    top = json.loads(r.stdout)["outputs"][0]["top"][0]
+    tensors = ferry_run(ferry, spec, [png], os.path.join(work, "run_prep"))
+    r2 = run([ferry, "run", model, "--input", "image=" + os.path.join(tensors, "image.npy"),
+              "-o", os.path.join(work, "run_b")])
+    a = np.load(os.path.join(work, "run_a", "logits.npy"))
+    b = np.load(os.path.join(work, "run_b", "logits.npy"))
+    check(r2.returncode == 0 and np.array_equal(a, b),
+          "ferry run --prep: the same logits as ferry prep run's tensor through ferry run")
+    order = list(np.argsort(-a[0], kind="stable")[:3])
+    check([e["index"] for e in top] == order and [e["label"] for e in top] == [labels[i] for i in order]
+          and abs(top[0]["score"] - float(a[0][order[0]])) < 1e-5,
+          f"ferry run --labels: top-3 by name {[(e['label'], round(e['score'], 3)) for e in top]}")
+    r = run([ferry, "run", model, "--prep", spec, "--input", "image=" + os.path.join(work, "nope.png")])
+    check(r.returncode == 3 and r.stderr.count("ferry: error:") == 1 and "nope.png" in r.stderr,
+          f"ferry run --prep on a missing image: exit 3 naming it ({r.returncode} {r.stderr.strip()})")
+    with open(os.path.join(work, "bad.png"), "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\ntruncated")
+    r = run([ferry, "run", model, "--prep", spec, "--input", "image=" + os.path.join(work, "bad.png")])
+    check(r.returncode == 3 and "bad.png" in r.stderr,
+          f"ferry run --prep on a corrupt PNG: exit 3 naming it ({r.returncode} {r.stderr.strip()})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ferry", required=True)
@@ -432,6 +475,7 @@ def main():
     test_pipeline(a.ferry, a.work, files)
     test_check_cli(a.ferry, a.work, files)
     test_bad_inputs(a.ferry, a.work, files)
+    test_run_with_prep(a.ferry, a.work)
     if failures:
         print(f"\n{len(failures)} failure(s):")
         for f in failures:
