@@ -32,6 +32,7 @@ void SetupKeys(CLI::App& sub, Action* action);
 void SetupSign(CLI::App& sub, Action* action);
 void SetupArtifact(CLI::App& sub, Action* action);
 void SetupServe(CLI::App& sub, Action* action);
+void SetupLoadgen(CLI::App& sub, Action* action);
 
 // Prints "ferry: error: <message>" on stderr and returns the status's exit code.
 int ReportError(const Status& status);

@@ -42,7 +42,8 @@ constexpr CommandRow kCommands[] = {
      ferry::cli::SetupCalibrate},
     {"quantize", "Quantize to int8: static QDQ (calibrated) or dynamic; reports accuracy and size",
      ferry::cli::SetupQuantize},
-    {"build", "Build a verified, reproducible artifact from ferry.yaml (golden set, gate, manifest)",
+    {"build",
+     "Build a verified, reproducible artifact from ferry.yaml (golden set, gate, manifest)",
      ferry::cli::SetupBuild},
     {"keys", "Generate an ECDSA P-256 signing key pair", ferry::cli::SetupKeys},
     {"sign", "Sign an artifact folder (OpenSSF model-signing format: Sigstore bundle, DSSE)",
@@ -51,6 +52,8 @@ constexpr CommandRow kCommands[] = {
      ferry::cli::SetupArtifact},
     {"serve", "Serve models over the Open Inference Protocol (KServe v2): HTTP, gRPC, metrics",
      ferry::cli::SetupServe},
+    {"loadgen", "Load a KServe v2 server (HTTP or gRPC): closed-loop clients, latency, throughput",
+     ferry::cli::SetupLoadgen},
 };
 
 // OpenMP (libgomp, which oneDNN and the cpu kernels use) lets an idle worker spin 300000 pause
