@@ -74,10 +74,55 @@ def decode_cv2(path, image_spec):
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
+def letterbox_size(h, w, resize):
+    """ultralytics' LetterBox (auto=False, scaleup=True): the scaled size and the padding."""
+    H, W = resize["size"]
+    r = min(H / h, W / w)
+    nh, nw = int(round(h * r)), int(round(w * r))
+    dh, dw = (H - nh) / 2, (W - nw) / 2
+    top, bottom = int(round(dh - 0.1)), int(round(dh + 0.1))
+    left, right = int(round(dw - 0.1)), int(round(dw + 0.1))
+    return nh, nw, (top, bottom, left, right)
+
+
 def pixels(path, image_spec):
     """The uint8 image (H, W, C) after decode, colour, resize and crop; C is RGB order or 1."""
     lib = library_of(image_spec)
     resize = image_spec.get("resize")
+    if resize and resize.get("fit") == "letterbox":
+        if lib == "pil":
+            from PIL import Image
+
+            im = decode_pil(path, image_spec)
+            nh, nw, pad = letterbox_size(im.height, im.width, resize)
+            if (nh, nw) != (im.height, im.width):
+                im = im.resize((nw, nh), resample=getattr(Image.Resampling,
+                                                          PIL_FILTERS[resize["filter"]]))
+            arr = np.asarray(im)
+        else:
+            import cv2
+
+            arr = decode_cv2(path, image_spec)
+            nh, nw, pad = letterbox_size(arr.shape[0], arr.shape[1], resize)
+            if (nh, nw) != arr.shape[:2]:
+                arr = cv2.resize(arr, (nw, nh), interpolation=getattr(cv2, CV2_FILTERS[resize["filter"]]))
+            v = resize.get("pad_value", 114)
+            arr = cv2.copyMakeBorder(arr, *pad, cv2.BORDER_CONSTANT, value=(v, v, v))
+        if arr.ndim == 2:
+            arr = arr[:, :, None]
+        if lib == "pil":
+            v = resize.get("pad_value", 114)
+            top, bottom, left, right = pad
+            arr = np.pad(arr, ((top, bottom), (left, right), (0, 0)), constant_values=v)
+        image_spec = dict(image_spec, resize=None)
+        crop = image_spec.get("crop")
+        if crop:
+            ch, cw = crop["center"]
+            h, w = arr.shape[:2]
+            top = int(round((h - ch) / 2.0))
+            left = int(round((w - cw) / 2.0))
+            arr = arr[top : top + ch, left : left + cw]
+        return np.ascontiguousarray(arr)
     if lib == "pil":
         from PIL import Image
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -55,7 +56,33 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     tmp = ToGray(decoded, spec.library);
     img = &tmp;
   }
-  if (spec.resize) {
+  if (spec.resize && spec.resize->letterbox) {
+    const int64_t H = spec.resize->height, W = spec.resize->width;
+    if (H < 1 || W < 1 || H > 65536 || W > 65536 || H * W > spec.max_pixels)
+      return InvalidError("{}: letterbox to {}x{} out of range (1..65536, decode.max_pixels {})",
+                          what, H, W, spec.max_pixels);
+    const double r = std::min(static_cast<double>(H) / static_cast<double>(img->height),
+                              static_cast<double>(W) / static_cast<double>(img->width));
+    const int64_t nh = std::clamp<int64_t>(
+        static_cast<int64_t>(std::nearbyint(static_cast<double>(img->height) * r)), 1, H);
+    const int64_t nw = std::clamp<int64_t>(
+        static_cast<int64_t>(std::nearbyint(static_cast<double>(img->width) * r)), 1, W);
+    Image scaled;
+    const Image* src = img;
+    if (nh != img->height || nw != img->width) {
+      scaled = Resize(*img, nh, nw, spec.resize->filter);
+      src = &scaled;
+    }
+    const int64_t pad_top = (H - nh) / 2, pad_left = (W - nw) / 2;
+    Image boxed(H, W, src->channels);
+    std::fill(boxed.pixels.begin(), boxed.pixels.end(),
+              static_cast<uint8_t>(spec.resize->pad_value));
+    const size_t row_bytes = static_cast<size_t>(nw * src->channels);
+    for (int64_t y = 0; y < nh; ++y)
+      std::memcpy(boxed.row(y + pad_top) + pad_left * src->channels, src->row(y), row_bytes);
+    tmp = std::move(boxed);
+    img = &tmp;
+  } else if (spec.resize) {
     int64_t h = spec.resize->height, w = spec.resize->width;
     if (spec.resize->shorter_side) {
       auto hw = ShorterSide(img->height, img->width, spec.resize->shorter_side);

@@ -213,7 +213,8 @@ class Parser {
     s.color = c == "rgb" ? Color::kRgb : c == "bgr" ? Color::kBgr : Color::kGray;
     if (auto* r = Optional(m, "resize")) {
       std::string rpath = path + ".resize";
-      FERRY_ASSIGN_OR_RETURN(Map rm, Open(*r, rpath, {"size", "shorter_side", "filter"}));
+      FERRY_ASSIGN_OR_RETURN(
+          Map rm, Open(*r, rpath, {"size", "shorter_side", "filter", "fit", "pad_value"}));
       ResizeSpec rs;
       const Entry* size = Optional(rm, "size");
       const Entry* shorter = Optional(rm, "shorter_side");
@@ -231,6 +232,19 @@ class Parser {
       for (const auto& f : kFilters) names.push_back(f.name);
       FERRY_ASSIGN_OR_RETURN(std::string fname, Choice(filter, rpath + ".filter", names));
       rs.filter = *ParseFilter(fname);
+      if (auto* fit = Optional(rm, "fit")) {
+        FERRY_ASSIGN_OR_RETURN(std::string f,
+                               Choice(*fit, rpath + ".fit", {"stretch", "letterbox"}));
+        rs.letterbox = f == "letterbox";
+        if (rs.letterbox && !size)
+          return Error(fit->line, rpath + ".fit", "letterbox needs size: [H, W]");
+      }
+      if (auto* pad = Optional(rm, "pad_value")) {
+        if (!rs.letterbox)
+          return Error(pad->line, rpath + ".pad_value", "only with fit: letterbox");
+        FERRY_ASSIGN_OR_RETURN(int64_t pv, Int(*pad, rpath + ".pad_value", 0, 255));
+        rs.pad_value = static_cast<int>(pv);
+      }
       s.library = FilterLibrary(rs.filter);
       s.resize = rs;
     }
@@ -375,6 +389,10 @@ std::string SpecToJson(const Spec& spec) {
       else
         r["size"] = {s.resize->height, s.resize->width};
       r["filter"] = FilterName(s.resize->filter);
+      if (s.resize->letterbox) {
+        r["fit"] = "letterbox";
+        r["pad_value"] = s.resize->pad_value;
+      }
       im["resize"] = r;
     }
     if (s.crop_height) im["crop"] = {{"center", {s.crop_height, s.crop_width}}};

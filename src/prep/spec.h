@@ -45,6 +45,12 @@ struct ResizeSpec {
   int64_t height = 0, width = 0;
   int64_t shorter_side = 0;
   Filter filter = Filter::kPilBilinear;
+  // fit: letterbox (with size only): the image scaled by r = min(H / h, W / w) to
+  // (round(h * r), round(w * r)) (Python's round, ties to even), then padded with pad_value on
+  // every channel to [H, W], the padding split floor / ceil (top and left get the smaller half),
+  // as ultralytics' LetterBox (auto=False, scaleup=True) computes it.
+  bool letterbox = false;
+  int pad_value = 114;
 };
 
 struct ImageSpec {

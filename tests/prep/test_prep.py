@@ -285,6 +285,16 @@ def test_pipeline(ferry, work, files):
                             crop={"center": [99, 63]}, layout="chw", batch=True),
         "odd_crop_u8": dict(resize={"size": [131, 133], "filter": "pil_bicubic"},
                             crop={"center": [128, 128]}, layout="chw", batch=True),
+        # YOLO-style letterbox (ultralytics' LetterBox): scaled to fit, padded with 114.
+        "letterbox_cv2": dict(resize={"size": [320, 320], "filter": "cv2_linear",
+                                      "fit": "letterbox"}, scale=1 / 255, dtype="float32",
+                              layout="chw", batch=True),
+        "letterbox_pil_odd": dict(resize={"size": [123, 250], "filter": "pil_bilinear",
+                                          "fit": "letterbox", "pad_value": 0}, layout="hwc",
+                                  batch=True),
+        "letterbox_cv2_gray_tall": dict(color="gray", resize={"size": [301, 97],
+                                                              "filter": "cv2_area",
+                                                              "fit": "letterbox"}, batch=True),
     }
     inputs = []
     for name, kw in cases.items():
@@ -415,6 +425,20 @@ def test_bad_inputs(ferry, work, files):
     lines = r.stderr.strip().splitlines()
     check(r.returncode == 3 and len(lines) == 1 and "bad_spec.yaml:6: inputs[0].image.resize.antialias: unknown key" in lines[0],
           f"unknown spec key: exit {r.returncode}, {lines}")
+    for body, needle in (
+            ("{shorter_side: 10, filter: pil_bilinear, fit: letterbox}",
+             "resize.fit: letterbox needs size"),
+            ("{size: [10, 10], filter: pil_bilinear, pad_value: 3}",
+             "resize.pad_value: only with fit: letterbox"),
+            ("{size: [10, 10], filter: pil_bilinear, fit: letterbox, pad_value: 300}",
+             "resize.pad_value")):
+        with open(spec, "w") as f:
+            f.write("inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n"
+                    "      color: rgb\n      resize: " + body + "\n")
+        r = run([ferry, "prep", "run", spec, files["astronaut"]["png"], "-o", os.path.join(work, "o")])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 3 and len(lines) == 1 and "bad_spec.yaml:6:" in lines[0] and needle in lines[0],
+              f"letterbox spec error ({needle}): exit {r.returncode}, {lines}")
 
 
 def test_run_with_prep(ferry, work):
