@@ -2,7 +2,9 @@
 // client-side HTTP codec (checked against the server's own codec) and the answer checks.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 
 #include "serve/codec.h"
 #include "serve/loadgen.h"
@@ -181,6 +183,119 @@ TEST(Loadgen, HttpModelMetadata) {
   EXPECT_EQ(ParseHttpModelMetadata(R"({"name":"m","inputs":[]})", &bad), "no \"outputs\" list");
   EXPECT_NE(ParseHttpModelMetadata(R"({"inputs":[{"name":"x"}],"outputs":[]})", &bad), "");
   EXPECT_NE(ParseHttpModelMetadata("[]", &bad), "");
+}
+
+// A transport without a server: metadata for one FP32 input [-1, 4] and one output; every
+// `fail_every`-th answer (counted over all clients) fails.
+class FakeClient : public LoadClient {
+ public:
+  FakeClient(std::atomic<int>* calls, int fail_every) : calls_(calls), fail_every_(fail_every) {}
+  Status Metadata(const std::string& model, const std::string&, ModelMetadata* out) override {
+    if (model != "m") return InvalidError("fake: unknown model '{}'", model);
+    out->name = model;
+    out->inputs = {{"x", "FP32", {-1, 4}}};
+    out->outputs = {{"y", "FP32", {-1, 4}}};
+    return Status::Ok();
+  }
+  void SetRequest(const LoadRequest& request) override { request_ = request; }
+  bool Infer(std::string* error) override {
+    int n = calls_->fetch_add(1) + 1;
+    if (fail_every_ > 0 && n % fail_every_ == 0) {
+      *error = "fake failure";
+      return false;
+    }
+    return request_.inputs.size() == 1 && request_.inputs[0].raw.size() == 16;
+  }
+
+ private:
+  std::atomic<int>* calls_;
+  int fail_every_;
+  LoadRequest request_;
+};
+
+LoadClientFactory FakeFactory(std::atomic<int>* calls, int fail_every) {
+  return [calls, fail_every]() -> Result<std::unique_ptr<LoadClient>> {
+    return std::unique_ptr<LoadClient>(std::make_unique<FakeClient>(calls, fail_every));
+  };
+}
+
+TEST(Loadgen, CellsShareTheTicketBudget) {
+  std::atomic<int> calls{0};
+  LoadgenOptions o;
+  o.model = "m";
+  o.concurrency = {1, 3, 8};
+  o.requests = 500;
+  o.warmup = 2;
+  auto r = RunLoadgen(o, FakeFactory(&calls, 0));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->cells.size(), 3u);
+  for (const auto& c : r->cells) {
+    EXPECT_EQ(c.completed, 500u);
+    EXPECT_EQ(c.ok, 500u);
+    EXPECT_EQ(c.errors, 0u);
+    EXPECT_EQ(c.stopped_by, "requests");
+    EXPECT_LE(c.p50_us, c.p99_us);
+    EXPECT_LE(c.p99_us, c.max_us);
+  }
+  EXPECT_EQ(calls.load(), 3 * 500 + 2 * (1 + 3 + 8));
+  EXPECT_EQ(r->failed(), 0u);
+  ASSERT_EQ(r->inputs.size(), 1u);
+  EXPECT_EQ(r->inputs[0].shape, (Shape{1, 4}));  // the dynamic dim generated as 1
+  EXPECT_EQ(r->input_source, "generated (seed 0)");
+}
+
+TEST(Loadgen, FailedAnswersAreErrorsNotThroughput) {
+  std::atomic<int> calls{0};
+  LoadgenOptions o;
+  o.model = "m";
+  o.concurrency = {4};
+  o.requests = 400;
+  o.warmup = 0;
+  auto r = RunLoadgen(o, FakeFactory(&calls, 4));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const LoadCell& c = r->cells[0];
+  EXPECT_EQ(c.completed, 400u);
+  EXPECT_EQ(c.errors, 100u);
+  EXPECT_EQ(c.ok, 300u);
+  EXPECT_EQ(c.first_error, "request: fake failure");
+  EXPECT_EQ(r->failed(), 100u);
+  auto all_fail = RunLoadgen(o, FakeFactory(&calls, 1));
+  ASSERT_TRUE(all_fail.ok());
+  EXPECT_EQ(all_fail->cells[0].ok, 0u);
+  EXPECT_EQ(all_fail->cells[0].throughput, 0.0);
+  EXPECT_EQ(all_fail->cells[0].p99_us, 0.0);
+}
+
+TEST(Loadgen, DurationEndsACell) {
+  std::atomic<int> calls{0};
+  LoadgenOptions o;
+  o.model = "m";
+  o.requests = kMaxRequests;
+  o.duration_s = 0.05;
+  auto r = RunLoadgen(o, FakeFactory(&calls, 0));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->cells[0].stopped_by, "duration");
+  EXPECT_LT(r->cells[0].completed, kMaxRequests);
+}
+
+TEST(Loadgen, RefusesBadOptionsAndUnknownModels) {
+  std::atomic<int> calls{0};
+  LoadgenOptions o;
+  o.model = "m";
+  o.requests = 0;
+  EXPECT_EQ(RunLoadgen(o, FakeFactory(&calls, 0)).status().code(), StatusCode::kUsage);
+  o.requests = 10;
+  o.duration_s = 0;
+  EXPECT_EQ(RunLoadgen(o, FakeFactory(&calls, 0)).status().code(), StatusCode::kUsage);
+  o.duration_s = 1;
+  o.concurrency = {};
+  EXPECT_EQ(RunLoadgen(o, FakeFactory(&calls, 0)).status().code(), StatusCode::kUsage);
+  o.concurrency = {1};
+  o.model = "other";
+  auto r = RunLoadgen(o, FakeFactory(&calls, 0));
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalid);
+  EXPECT_EQ(r.status().message(), "fake: unknown model 'other'");
+  EXPECT_EQ(calls.load(), 0);
 }
 
 }  // namespace
