@@ -49,7 +49,7 @@ sanitize: deps
 	  -DFERRY_MODEL_CACHE=$(CURDIR)/$(BUILD)/models -DFERRY_STRESS_THREADS=1 >/dev/null
 	ninja -C $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j 1 -E 'differential|zoo_models_cnn|verify_models|avx2_under_valgrind'
+	  ctest --output-on-failure -j 1 -E 'differential|zoo_models_cnn|verify_models|avx2_under_valgrind|cli_build_zoo'
 
 # ThreadSanitizer: concurrent runs on shared sessions (the concurrency gtests, and the zoo stress
 # test with one thread per run: libgomp's workers are invisible to TSan). Uses the release
@@ -65,8 +65,8 @@ tsan: deps
 
 # Fuzzing (fuzz/README.md): libFuzzer targets built by clang with ASan+UBSan in $(FUZZ_BUILD),
 # only the libraries they need, at -O1 with line tables. Seeds are generated into the build tree.
-FUZZ_TARGETS       = session passes audit_inspect npy tensorproto config http_request
-# `make fuzz`: 10 minutes per target (70 minutes for the seven); `make fuzz-smoke` (CI): 1 minute.
+FUZZ_TARGETS       = session passes audit_inspect npy tensorproto config http_request prep
+# `make fuzz`: 10 minutes per target (80 minutes for the eight); `make fuzz-smoke` (CI): 1 minute.
 FUZZ_SECONDS       ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 fuzz-build: deps
@@ -86,7 +86,7 @@ fuzz: fuzz-build
 # run reaches depends on the CPU's kernel paths, so it is not a repeatable gate across machines;
 # every finding is fixed and its input joins fuzz/corpus/, which is.
 FUZZ_SMOKE_RUNS = session:20000 passes:3000 audit_inspect:11000 npy:1500000 tensorproto:1300000 \
-                  config:300000 http_request:900000
+                  config:300000 http_request:900000 prep:150000
 FUZZ_SMOKE_GATE ?= 0
 fuzz-smoke: fuzz-build
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -j 1 -R fuzz_regression

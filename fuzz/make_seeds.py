@@ -164,6 +164,70 @@ def http_seeds(out):
     return len(seeds)
 
 
+def prep_seeds(out, repo):
+    """prep: byte 0 odd + a spec (the example's, JSON and YAML variants touching every key);
+    byte 0 even (the spec index << 1) + an encoded image: small PNGs of every colour type and
+    bit depth, interlaced, and JPEGs (4:2:0, 4:4:4, gray, progressive, each EXIF orientation)."""
+    import numpy as np
+    from PIL import Image
+    d = os.path.join(out, "prep")
+    os.makedirs(d, exist_ok=True)
+    n = 0
+
+    def put(name, data):
+        nonlocal n
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+        n += 1
+
+    with open(os.path.join(repo, "examples", "digits_cnn", "prep.yaml"), "rb") as f:
+        put("spec-example", b"\x01" + f.read())
+    specs = {
+        "cv2": "inputs:\n  - name: x\n    image:\n      decode: {exif: ignore, max_pixels: 4096}\n"
+               "      color: bgr\n      resize: {shorter_side: 6, filter: cv2_area}\n"
+               "      crop: {center: [4, 4]}\n      mean: [1, 2, 3]\n      std: [4, 5, 6]\n"
+               "      layout: hwc\n      batch: false\n",
+        "letterbox": "inputs:\n  - name: images\n    image:\n      decode: {exif: apply}\n"
+                     "      color: rgb\n      resize: {size: [640, 640], filter: cv2_linear, "
+                     "fit: letterbox, pad_value: 114}\n      scale: 0.00392156862745098\n",
+        "uint8": "version: 1\ninputs:\n  - name: a/b:c\n    image:\n      decode: {exif: apply}\n"
+                 "      color: gray\n      library: cv2\n      dtype: uint8\n",
+        "json": '{"inputs": [{"name": "x", "image": {"decode": {"exif": "apply"}, "color": "rgb",'
+                ' "resize": {"size": [3, 4], "filter": "pil_lanczos"}, "scale": 0.5}}]}',
+    }
+    for name, text in specs.items():
+        put("spec-" + name, b"\x01" + text.encode())
+    rng = np.random.RandomState(0)
+    rgb = rng.randint(0, 256, (12, 16, 3)).astype(np.uint8)
+    images = {
+        "png-rgb": (Image.fromarray(rgb), "PNG", {}),
+        "png-gray": (Image.fromarray(rgb[:, :, 0]), "PNG", {}),
+        "png-rgba": (Image.fromarray(np.dstack([rgb, rgb[:, :, :1]])), "PNG", {}),
+        "png-la": (Image.fromarray(rgb[:, :, :2].copy()).convert("LA"), "PNG", {}),
+        "png-palette": (Image.fromarray(rgb).convert("P"), "PNG", {}),
+        "png-interlaced": (Image.fromarray(rgb), "PNG", {"interlace": 1}),
+        "png-1bit": (Image.fromarray(rgb[:, :, 0] > 128), "PNG", {}),
+        "jpeg-420": (Image.fromarray(rgb), "JPEG", {"quality": 75}),
+        "jpeg-444": (Image.fromarray(rgb), "JPEG", {"quality": 90, "subsampling": 0}),
+        "jpeg-gray": (Image.fromarray(rgb[:, :, 0]), "JPEG", {}),
+        "jpeg-progressive": (Image.fromarray(rgb), "JPEG", {"progressive": True}),
+    }
+    for orientation in range(1, 9):
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        images["jpeg-exif%d" % orientation] = (Image.fromarray(rgb[:9, :5]), "JPEG",
+                                               {"exif": exif.tobytes()})
+    for k, (name, (img, fmt, kw)) in enumerate(sorted(images.items())):
+        buf = io.BytesIO()
+        img.save(buf, format=fmt, **kw)
+        put(name, bytes([(k * 11 % 128) << 1]) + buf.getvalue())
+    # 16-bit PNG, written by hand (Pillow writes I;16 as gray 16).
+    buf = io.BytesIO()
+    Image.fromarray((rgb[:, :, 0].astype(np.uint16) * 257)).save(buf, format="PNG")
+    put("png-gray16", bytes([40 << 1]) + buf.getvalue())
+    return n
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
@@ -177,8 +241,9 @@ def main():
     n = npy_seeds(a.out)
     y = config_seeds(a.out, repo)
     h = http_seeds(a.out)
+    p = prep_seeds(a.out, repo)
     print("make_seeds: %d models, %d TensorProto files, %d .npy files, %d configs, %d infer "
-          "bodies in %s" % (m, t, n, y, h, a.out))
+          "bodies, %d prep specs and images in %s" % (m, t, n, y, h, p, a.out))
     return 0
 
 
