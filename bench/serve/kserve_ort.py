@@ -38,6 +38,18 @@ parser.add_argument("--executions", type=int, default=2,
                     help="inferences at once (thread pool); 0: synchronous predict")
 
 
+ORT_TYPES = {"float": "FP32", "float16": "FP16", "double": "FP64", "int64": "INT64",
+             "int32": "INT32", "int16": "INT16", "int8": "INT8", "uint8": "UINT8",
+             "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64", "bool": "BOOL",
+             "string": "BYTES"}
+
+
+def tensor_types(args):
+    """ORT NodeArgs -> the v2 metadata's [{name, datatype, shape}] (symbolic dims -1)."""
+    return [{"name": a.name, "datatype": ORT_TYPES.get(a.type[7:-1], a.type),
+             "shape": [d if isinstance(d, int) else -1 for d in a.shape]} for a in args]
+
+
 class OrtModel(Model):
     def __init__(self, name, path, intra_op, pool):
         super().__init__(name)
@@ -56,6 +68,15 @@ class OrtModel(Model):
         self.output_names = [o.name for o in self.sess.get_outputs()]
         self.ready = True
         return self.ready
+
+    # The model metadata endpoint (v2/models/M, gRPC ModelMetadata) lists the session's inputs
+    # and outputs, as ferry serve and Triton do (KServe's default lists none); ferry loadgen
+    # takes names and types from it.
+    def get_input_types(self):
+        return tensor_types(self.sess.get_inputs())
+
+    def get_output_types(self):
+        return tensor_types(self.sess.get_outputs())
 
     def _run(self, payload: InferRequest):
         feed = {}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Bounded closed-loop load generator for the Open Inference Protocol (KServe v2) over loopback,
-HTTP (binary tensor extension) and gRPC, with the real `tritonclient` (PyPI 2.73), and the
-side-by-side peers of issue 24 started by this script itself, one after the other:
+"""Bounded closed-loop load over loopback for the Open Inference Protocol (KServe v2), HTTP (binary
+tensor extension) and gRPC, from `ferry loadgen` (C++, the default --generator) or the real
+`tritonclient` (PyPI 2.73, --generator python), and the side-by-side peers of issue 24 started
+by this script itself, one after the other:
 
   ferry   `ferry serve` on a temporary Triton-layout repository (the zoo models copied in)
   kserve  KServe's Python model server with ONNX Runtime inside (bench/serve/kserve_ort.py)
@@ -15,9 +16,11 @@ side-by-side peers of issue 24 started by this script itself, one after the othe
     .venv/bin/python bench/serve/loadgen.py --ceiling [--workers process|thread|both]
     .venv/bin/python bench/serve/loadgen.py --target http=HOST:PORT,grpc=HOST:PORT --models M
 
-Closed loop: C clients (one tritonclient each, in its own worker process by default: --workers
-thread puts them all in threads of one process), each sends its next request when the previous
-answer came back. A cell (server, model, protocol, C) first warms every client (--warmup
+Closed loop: C clients, each sends its next request when the previous answer came back.
+--generator ferry (default): one `ferry loadgen` process per cell, C client threads with one
+connection each (src/serve/README.md "ferry loadgen"). --generator python: one tritonclient per
+client, each in its own worker process (--workers thread puts them all in threads of one
+process). A cell (server, model, protocol, C) first warms every client (--warmup
 requests each, untimed, answers checked against ONNX Runtime), then all clients start together
 and draw from one shared budget of --requests tickets; the cell stops when the tickets are spent
 or --duration seconds passed. Throughput = successful requests / (last answer - start);
@@ -282,7 +285,7 @@ class Pool:
         pct = (lambda q: float(np.percentile(lat_ms, q))) if len(lat_ms) else (lambda q: None)
         done = len(lat) + errors
         return {"ok": len(lat), "errors": errors, "first_error": first_error,
-                "wall_s": wall, "throughput": len(lat) / wall,
+                "generator": "python", "wall_s": wall, "throughput": len(lat) / wall,
                 "p50_ms": pct(50), "p90_ms": pct(90), "p99_ms": pct(99),
                 "mean_ms": float(lat_ms.mean()) if len(lat_ms) else None,
                 "client_cpu_us_per_req": cpu / done * 1e6 if done else None,
@@ -301,6 +304,73 @@ class Pool:
             p.join(timeout=5)
             if p.is_alive():
                 p.kill()
+
+
+class FerryGen:
+    """The C++ generator: one `ferry loadgen --json` process per cell (same tickets, duration,
+    warm-up and closed loop as Pool; C client threads, one connection each), inputs written once
+    per model as input_K.pb. Server CPU and other load are taken around that process, so they
+    include its warm-up requests (counted in the per-request division) and start-up."""
+
+    def __init__(self, ferry, workdir, grpc_channels="per-client"):
+        self.ferry, self.grpc_channels = ferry, grpc_channels
+        self.dir = tempfile.mkdtemp(prefix="inputs-", dir=workdir)
+        self.inputs = {}
+
+    def input_dir(self, model, inputs):
+        if model not in self.inputs:
+            from onnx import numpy_helper
+            d = os.path.join(self.dir, model)
+            os.makedirs(d)
+            for k, (name, arr) in enumerate(inputs):
+                with open(os.path.join(d, f"input_{k}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(arr, name).SerializeToString())
+            self.inputs[model] = d
+        return self.inputs[model]
+
+    def run(self, protocol, url, model, inputs, outputs, concurrency, requests, duration,
+            warmup, server_pids=()):
+        import resource
+        argv = [self.ferry, "loadgen", f"--{protocol}", url, "--model", model,
+                "--input-dir", self.input_dir(model, inputs), "--concurrency", str(concurrency),
+                "--requests", str(requests), "--duration", str(duration),
+                "--warmup", str(warmup), "--grpc-channels", self.grpc_channels, "--json"]
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        srv0, sys0, t0 = tree_cpu(server_pids), busy_seconds(), time.time()
+        p = subprocess.run(argv, capture_output=True, text=True)
+        window = max(time.time() - t0, 1e-9)
+        srv_cpu, sys_cpu = tree_cpu(server_pids) - srv0, busy_seconds() - sys0
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        gen_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+        try:
+            c = json.loads(p.stdout)["cells"][0]
+        except (ValueError, KeyError, IndexError):
+            return {"errors": concurrency, "ok": 0, "throughput": 0.0, "p50_ms": None,
+                    "p90_ms": None, "p99_ms": None, "generator": "ferry",
+                    "first_error": f"ferry loadgen exit {p.returncode}: {p.stderr.strip()[:300]}"}
+        done = c["completed"] + c["warmup_errors"]
+        sent = done + warmup * concurrency - c["warmup_errors"]
+        ms = (lambda k: c[k] / 1e3 if c["ok"] else None)
+        return {"ok": c["ok"], "errors": c["errors"] + c["warmup_errors"],
+                "first_error": c["first_error"], "wall_s": c["wall_s"],
+                "throughput": c["throughput"], "p50_ms": ms("p50_us"), "p90_ms": ms("p90_us"),
+                "p99_ms": ms("p99_us"), "max_ms": ms("max_us"), "mean_ms": ms("mean_us"),
+                "stopped_by": c["stopped_by"], "generator": "ferry",
+                "client_cpu_us_per_req": c["cpu_us_per_request"],
+                "server_cpu_us_per_req": srv_cpu / sent * 1e6 if sent and server_pids else None,
+                "other_cores": max(0.0, (sys_cpu - gen_cpu - srv_cpu) / window) if server_pids
+                else None}
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def make_generator(args, conc, workdir, mode=None):
+    """The --generator: FerryGen, or Pool (tritonclient) with --workers' processes/threads."""
+    if args.generator == "ferry":
+        return FerryGen(args.ferry, workdir, args.grpc_channels)
+    mode = mode or args.workers
+    return Pool(max(conc) if mode == "process" else 1)
 
 
 def busy_seconds():
@@ -591,7 +661,7 @@ def run_servers(args):
         shutil.copyfile(src, os.path.join(repo, m, "1", "model.onnx"))
         data[m] = model_data(src, os.path.join(ZOO, m, "test_data_set_0"))
     conc = parse_list(args.concurrency, int)
-    pool = Pool(max(conc) if args.workers == "process" else 1)
+    pool = make_generator(args, conc, workdir)
     results, settings = [], {}
     info = machine()
     log(f"machine: {info['cpu']}, {info['cores']} cores, load {info['loadavg']}")
@@ -633,14 +703,17 @@ def run_ceiling(args):
     x = np.arange(4, dtype=np.float32).reshape(1, 4)
     inputs, outputs = [("x", x)], [("y", x.copy())]
     conc = parse_list(args.concurrency, int)
-    modes = ["process", "thread"] if args.workers == "both" else [args.workers]
+    if args.generator == "ferry":
+        modes = ["cpp"]
+    else:
+        modes = ["process", "thread"] if args.workers == "both" else [args.workers]
     results = []
     info = machine()
     log(f"machine: {info['cpu']}, {info['cores']} cores, load {info['loadavg']}")
     peer = FerryPeer(args.ferry, repo, ["identity"], workdir, args.instances, args.threads)
     try:
         for mode in modes:
-            pool = Pool(max(conc) if mode == "process" else 1)
+            pool = make_generator(args, conc, workdir, mode)
             try:
                 for proto in parse_list(args.protocols):
                     for c in conc:
@@ -664,7 +737,8 @@ def run_target(args):
     models = parse_list(args.models)
     conc = parse_list(args.concurrency, int)
     counts = per_model(args.requests_for)
-    pool = Pool(max(conc) if args.workers == "process" else 1)
+    workdir = tempfile.mkdtemp(prefix="ferry-loadgen-target-")
+    pool = make_generator(args, conc, workdir)
     results = []
     try:
         for m in models:
@@ -679,6 +753,7 @@ def run_target(args):
                     log(cell_line(r))
     finally:
         pool.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     return {"machine": machine(), "settings": {}, "argv": sys.argv, "results": results}
 
 
@@ -757,8 +832,15 @@ def main():
                     help="per-model request counts, M=N,...")
     ap.add_argument("--duration", type=float, default=30, help="seconds per cell at most")
     ap.add_argument("--warmup", type=int, default=2, help="untimed requests per client")
+    ap.add_argument("--generator", default="ferry", choices=["ferry", "python"],
+                    help="ferry: `ferry loadgen` (C++, C client threads; default); python: "
+                         "tritonclient in worker processes or threads (--workers)")
+    ap.add_argument("--grpc-channels", default="per-client", choices=["per-client", "shared"],
+                    help="ferry generator over gRPC: one channel per client (default) or one "
+                         "for all")
     ap.add_argument("--workers", default="process", choices=["process", "thread", "both"],
-                    help="one process per client (default) or all clients in one process")
+                    help="python generator: one process per client (default) or all clients "
+                         "in one process")
     ap.add_argument("--ferry", default=os.path.join(ROOT, "build", "src", "ferry"))
     ap.add_argument("--instances", type=int, default=2,
                     help="executions at once, every server (ferry --instances, KServe thread "
@@ -781,6 +863,8 @@ def main():
     args = ap.parse_args()
     if args.workers == "both" and not args.ceiling:
         ap.error("--workers both is for --ceiling")
+    if args.generator == "ferry" and not args.table and not os.access(args.ferry, os.X_OK):
+        ap.error(f"--generator ferry needs the ferry binary: {args.ferry} (--ferry)")
     if args.table:
         docs = [json.load(open(f)) for f in args.table]
         doc = dict(docs[0], results=[r for d in docs for r in d["results"]])
