@@ -1,5 +1,9 @@
 #include "serve/scheduler.h"
 
+#include <limits>
+
+#include <cmath>
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -66,11 +70,21 @@ Tensor SliceRows(const Tensor& t, int64_t begin, int64_t rows) {
 
 }  // namespace
 
+double LatencyWindow::Quantile(double q) const {
+  if (ring_.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::vector<uint64_t> v = ring_;
+  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  rank = std::clamp<size_t>(rank, 1, v.size()) - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(rank), v.end());
+  return static_cast<double>(v[rank]);
+}
+
 void VersionStats::Fail(const std::string& reason, uint64_t ns) {
   std::lock_guard<std::mutex> lock(mu);
   failures[reason] += 1;
   Add(stats.fail, ns);
   request_duration_ns += ns;
+  request_us.Add(ns / 1000);
 }
 
 Executor::Executor(ExecutorSpec spec, std::unique_ptr<runtime::Session> session,
@@ -383,9 +397,11 @@ void Executor::Finish(Pending& p, Error error, InferResponse response, Clock::ti
     auto& s = stats_->stats;
     s.last_inference_ms = EpochMs();
     stats_->request_duration_ns += total;
+    stats_->request_us.Add(total / 1000);
     if (error.ok()) {
       Add(s.success, total);
       Add(s.queue, Ns(dequeued - p.enqueued));
+      stats_->queue_us.Add(Ns(dequeued - p.enqueued) / 1000);
       s.inference_count += static_cast<uint64_t>(p.rows > 0 ? p.rows : 1);
     } else {
       Add(s.fail, total);

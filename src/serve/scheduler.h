@@ -25,6 +25,32 @@
 
 namespace ferry::serve {
 
+// Latencies of the most recent kSize requests (a ring) for the summary metrics' quantiles, plus
+// the count and sum over all requests. Guarded by VersionStats::mu.
+class LatencyWindow {
+ public:
+  static constexpr size_t kSize = 1024;
+  void Add(uint64_t us) {
+    if (ring_.size() < kSize) {
+      ring_.push_back(us);
+    } else {
+      ring_[next_] = us;
+    }
+    next_ = (next_ + 1) % kSize;
+    ++count_;
+    sum_ += us;
+  }
+  // The q-quantile (0..1) of the window: the nearest-rank value; NaN when empty.
+  double Quantile(double q) const;
+  uint64_t count() const { return count_; }
+  uint64_t sum() const { return sum_; }
+
+ private:
+  std::vector<uint64_t> ring_;
+  size_t next_ = 0;
+  uint64_t count_ = 0, sum_ = 0;
+};
+
 // Counters of one model version; they outlive the version's executor (a reload keeps them),
 // so the metrics count every request once.
 struct VersionStats {
@@ -33,6 +59,7 @@ struct VersionStats {
   std::map<std::string, uint64_t> failures;  // reason (REJECTED, CANCELED, BACKEND, OTHER)
   std::map<int64_t, BatchStat> batches;      // by batch size
   uint64_t request_duration_ns = 0;          // success and failure
+  LatencyWindow request_us, queue_us;        // the summaries: every request / successful ones
   std::atomic<int64_t> pending{0};           // queued or running
   void Fail(const std::string& reason, uint64_t ns);
 };

@@ -1,5 +1,7 @@
 #include "serve/service.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -813,6 +815,35 @@ std::string Service::Metrics() const {
     for (const auto& [key, s] : impl_->stats) {
       std::lock_guard<std::mutex> sl(s->mu);
       out += fmt::format("{}{{{}}} {}\n", row.f.name, labels(key.first, key.second), row.get(*s));
+    }
+  }
+  // Summaries (Triton's --metrics-config summary_latencies=true names): quantiles over the
+  // most recent LatencyWindow::kSize requests of the version, count and sum over all of them.
+  struct SummaryRow {
+    Family f;
+    const LatencyWindow& (*get)(const VersionStats&);
+  };
+  const SummaryRow summaries[] = {
+      {{"nv_inference_request_summary_us", "summary",
+        "Summary of inference request duration in microseconds (includes cached requests)"},
+       [](const VersionStats& s) -> const LatencyWindow& { return s.request_us; }},
+      {{"nv_inference_queue_summary_us", "summary",
+        "Summary of inference queuing duration in microseconds (includes cached requests)"},
+       [](const VersionStats& s) -> const LatencyWindow& { return s.queue_us; }},
+  };
+  for (const auto& row : summaries) {
+    head(row.f);
+    for (const auto& [key, s] : impl_->stats) {
+      std::lock_guard<std::mutex> sl(s->mu);
+      const LatencyWindow& w = row.get(*s);
+      const std::string l = labels(key.first, key.second);
+      for (const char* q : {"0.5", "0.9", "0.95", "0.99"}) {
+        double v = w.Quantile(std::stod(q));
+        out += fmt::format("{}{{{},quantile=\"{}\"}} {}\n", row.f.name, l, q,
+                           std::isnan(v) ? std::string("NaN") : fmt::format("{:.0f}", v));
+      }
+      out += fmt::format("{}_sum{{{}}} {}\n", row.f.name, l, w.sum());
+      out += fmt::format("{}_count{{{}}} {}\n", row.f.name, l, w.count());
     }
   }
   head({"nv_inference_request_failure", "counter",

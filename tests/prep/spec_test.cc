@@ -114,7 +114,7 @@ TEST(PrepSpec, FilterNamesRoundTrip) {
 TEST(PrepSpec, UnknownKeyNamesKeyAndLine) {
   EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_box, antialias: true}\n")),
             "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
-            "shorter_side, filter)");
+            "shorter_side, filter, fit, pad_value)");
   EXPECT_EQ(ErrorOf("inputs: []\nmodel: m.onnx\n"),
             "spec.yaml:2: model: unknown key (expected one of: version, inputs)");
   EXPECT_NE(ErrorOf(Minimal("      colour: rgb\n"))

@@ -384,6 +384,17 @@ def main_suite(args, work):
               "nv_inference_request_success equals the statistics' success count")
         check(metric(text, "nv_inference_request_failure", model="digits", reason="OTHER") >= 3,
               "failed requests counted")
+        # Summaries: every request of the version counted once; quantiles ordered.
+        requests = (metric(text, "nv_inference_request_success", model="digits") +
+                    metric(text, "nv_inference_request_failure", model="digits"))
+        count = metric(text, "nv_inference_request_summary_us_count", model="digits")
+        q = [metric(text, "nv_inference_request_summary_us", model="digits", quantile=x)
+             for x in ("0.5", "0.9", "0.99")]
+        qcount = metric(text, "nv_inference_queue_summary_us_count", model="digits")
+        check(count == requests and count > 0 and q[0] <= q[1] <= q[2] and q[0] > 0 and
+              qcount == metric(text, "nv_inference_request_success", model="digits"),
+              f"summary metrics: count {count} = requests {requests}, p50/p90/p99 {q} us, "
+              f"queue count {qcount}")
         promtool = shutil.which("promtool")
         if promtool:
             p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
