@@ -5,10 +5,12 @@
 #include "serve/grpc_server.h"
 
 #include <grpc/support/log.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
@@ -18,9 +20,11 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
+#include "serve/proto/health.grpc.pb.h"
 #include "serve/proto/inference.grpc.pb.h"
 
 namespace ferry::serve {
@@ -565,11 +569,78 @@ class InferenceService final : public pb::GRPCInferenceService::Service {
   serve::Service* service_;
 };
 
+// grpc.health.v1.Health: "" (the server) and "inference.GRPCInferenceService" are SERVING while
+// the server is ready (live, the start-up scan done, not draining), else NOT_SERVING; any other
+// service name is NOT_FOUND (Check) or SERVICE_UNKNOWN (Watch). No API key is needed (as for
+// the HTTP health endpoints). Watch sends the status, then each change, checking every
+// kWatchPollMs; at most kMaxWatches streams at once (each holds a handler thread), more are
+// RESOURCE_EXHAUSTED; streams end when the client cancels or the server shuts down.
+class HealthService final : public ::grpc::health::v1::Health::Service {
+ public:
+  using Response = ::grpc::health::v1::HealthCheckResponse;
+  static constexpr int kMaxWatches = 16;
+  static constexpr int kWatchPollMs = 200;
+
+  explicit HealthService(serve::Service* service) : service_(service) {}
+
+  grpc::Status Check(grpc::ServerContext*, const ::grpc::health::v1::HealthCheckRequest* req,
+                     Response* resp) override {
+    if (!Known(req->service()))
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          "unknown service '" + req->service() + "' (known: \"\", " + kInferenceService + ")");
+    resp->set_status(Status());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Watch(grpc::ServerContext* ctx, const ::grpc::health::v1::HealthCheckRequest* req,
+                     grpc::ServerWriter<Response>* writer) override {
+    if (watches_.fetch_add(1) >= kMaxWatches) {
+      watches_.fetch_sub(1);
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "too many health watches at once (" + std::to_string(kMaxWatches) + ")");
+    }
+    const bool known = Known(req->service());
+    Response::ServingStatus last = Response::UNKNOWN;
+    bool first = true;
+    while (!ctx->IsCancelled() && !stopping_.load()) {
+      Response::ServingStatus now = known ? Status() : Response::SERVICE_UNKNOWN;
+      if (first || now != last) {
+        Response r;
+        r.set_status(now);
+        if (!writer->Write(r)) break;
+        last = now;
+        first = false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(kWatchPollMs));
+    }
+    watches_.fetch_sub(1);
+    return grpc::Status::OK;
+  }
+
+  // Ends every Watch stream (before the server shuts down).
+  void Stop() { stopping_ = true; }
+
+ private:
+  static constexpr const char* kInferenceService = "inference.GRPCInferenceService";
+  static bool Known(const std::string& name) { return name.empty() || name == kInferenceService; }
+  Response::ServingStatus Status() const {
+    return service_->Ready() ? Response::SERVING : Response::NOT_SERVING;
+  }
+
+  serve::Service* service_;
+  std::atomic<int> watches_{0};
+  std::atomic<bool> stopping_{false};
+};
+
 class GrpcServerImpl final : public GrpcServer {
  public:
-  GrpcServerImpl(std::unique_ptr<InferenceService> handlers, std::unique_ptr<grpc::Server> server,
-                 int port)
-      : handlers_(std::move(handlers)), server_(std::move(server)), port_(port) {}
+  GrpcServerImpl(std::unique_ptr<InferenceService> handlers, std::unique_ptr<HealthService> health,
+                 std::unique_ptr<grpc::Server> server, int port)
+      : handlers_(std::move(handlers)),
+        health_(std::move(health)),
+        server_(std::move(server)),
+        port_(port) {}
   ~GrpcServerImpl() override { Shutdown(0); }
 
   int port() const override { return port_; }
@@ -577,6 +648,7 @@ class GrpcServerImpl final : public GrpcServer {
   void Shutdown(int deadline_ms) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!server_) return;
+    health_->Stop();
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(std::max(deadline_ms, 0)));
     server_->Wait();
@@ -586,6 +658,7 @@ class GrpcServerImpl final : public GrpcServer {
  private:
   std::mutex mu_;
   std::unique_ptr<InferenceService> handlers_;  // outlives server_
+  std::unique_ptr<HealthService> health_;       // outlives server_
   std::unique_ptr<grpc::Server> server_;
   int port_;
 };
@@ -602,6 +675,9 @@ Result<std::unique_ptr<GrpcServer>> StartGrpcServer(Service* service, const Grpc
     if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function(DropGrpcLog);
   });
   auto handlers = std::make_unique<InferenceService>(service);
+  auto health = std::make_unique<HealthService>(service);
+  // Server reflection: grpcurl / grpc_cli can list and describe the services.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
@@ -620,13 +696,14 @@ Result<std::unique_ptr<GrpcServer>> StartGrpcServer(Service* service, const Grpc
   // (bench/README.md, serving with the C++ generator). Idle pollers cost a blocked thread each.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
   builder.RegisterService(handlers.get());
+  builder.RegisterService(health.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     return InvalidError("gRPC: cannot listen on '{}' (address in use or not valid)",
                         options.address);
   }
-  return std::unique_ptr<GrpcServer>(
-      std::make_unique<GrpcServerImpl>(std::move(handlers), std::move(server), port));
+  return std::unique_ptr<GrpcServer>(std::make_unique<GrpcServerImpl>(
+      std::move(handlers), std::move(health), std::move(server), port));
 }
 
 }  // namespace ferry::serve

@@ -391,9 +391,47 @@ def digits_batch(args):
     return np.ascontiguousarray(np.concatenate(xs), dtype=np.float32)
 
 
+def health_and_reflection_checks(addr):
+    """grpc.health.v1 (what Kubernetes gRPC probes call) and server reflection, with raw grpcio
+    calls and hand-encoded protobuf (no generated stubs): HealthCheckRequest{service=1},
+    HealthCheckResponse{status=1}; ServerReflectionRequest{list_services=7}."""
+    ch = grpc.insecure_channel(addr)
+    ident = lambda b: b  # noqa: E731
+    check_rpc = ch.unary_unary("/grpc.health.v1.Health/Check", request_serializer=ident,
+                               response_deserializer=ident)
+
+    def req(service):
+        data = service.encode()
+        return (b"\x0a" + bytes([len(data)]) + data) if data else b""
+    check(check_rpc(req(""), timeout=10) == b"\x08\x01", "health Check(''): SERVING")
+    check(check_rpc(req("inference.GRPCInferenceService"), timeout=10) == b"\x08\x01",
+          "health Check('inference.GRPCInferenceService'): SERVING")
+    expect_status("health Check of an unknown service", lambda: check_rpc(req("nosuch"), timeout=10),
+                  "NOT_FOUND", ["nosuch"])
+    watch = ch.unary_stream("/grpc.health.v1.Health/Watch", request_serializer=ident,
+                            response_deserializer=ident)
+    stream = watch(req(""), timeout=30)
+    first = next(stream)
+    stream.cancel()
+    check(first == b"\x08\x01", "health Watch(''): first message SERVING (%r)" % first)
+    unknown = watch(req("nosuch"), timeout=30)
+    got = next(unknown)
+    unknown.cancel()
+    check(got == b"\x08\x03", "health Watch of an unknown service: SERVICE_UNKNOWN (%r)" % got)
+    refl = ch.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                            request_serializer=ident, response_deserializer=ident)
+    answers = list(refl(iter([b"\x3a\x00"]), timeout=10))
+    blob = b"".join(answers)
+    check(len(answers) == 1 and b"inference.GRPCInferenceService" in blob and
+          b"grpc.health.v1.Health" in blob,
+          "reflection list_services names inference.GRPCInferenceService and grpc.health.v1.Health")
+    ch.close()
+
+
 def run_checks(args, addr, repo, mixed_path, typed_path, zoo):
     client = tc.InferenceServerClient(addr)
     check(client.is_server_live(), "is_server_live")
+    health_and_reflection_checks(addr)
 
     md = client.get_server_metadata()
     check(md.name != "" and md.version != "", "server metadata: name %r version %r" % (md.name, md.version))
