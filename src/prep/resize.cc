@@ -379,8 +379,52 @@ std::vector<AreaTap> CvAreaTab(int in_size, int out_size, double scale) {
   return tab;
 }
 
+// One source row's horizontal area pass: buf[di][ch] accumulated over the x taps in table
+// order (float, as OpenCV). C is the channel count (1 or 3, fixed at compile time so the
+// channel loop unrolls; the per-element order of the additions is unchanged).
+// The taps of output cell d are xtab[cell[d] .. cell[d + 1]) (the table is built cell by cell),
+// summed in registers from 0 in table order: the same additions as OpenCV's buffer.
+template <int C>
+void CvAreaRow(const uint8_t* s, const std::vector<AreaTap>& xtab, const std::vector<int>& cell,
+               float* buf) {
+  const int cells = static_cast<int>(cell.size()) - 1;
+  for (int d = 0; d < cells; ++d) {
+    float acc[C] = {};
+    for (int t = cell[d]; t < cell[d + 1]; ++t) {
+      const AreaTap& xt = xtab[t];
+      const uint8_t* p = s + static_cast<size_t>(xt.si) * C;
+      for (int ch = 0; ch < C; ++ch) acc[ch] = acc[ch] + p[ch] * xt.alpha;
+    }
+    for (int ch = 0; ch < C; ++ch) buf[static_cast<size_t>(d) * C + ch] = acc[ch];
+  }
+}
+
+// Two source rows in one pass (the same additions per element as CvAreaRow, twice the
+// independent chains for the CPU to overlap).
+template <int C>
+void CvAreaRow2(const uint8_t* s0, const uint8_t* s1, const std::vector<AreaTap>& xtab,
+                const std::vector<int>& cell, float* buf0, float* buf1) {
+  const int cells = static_cast<int>(cell.size()) - 1;
+  for (int d = 0; d < cells; ++d) {
+    float a0[C] = {}, a1[C] = {};
+    for (int t = cell[d]; t < cell[d + 1]; ++t) {
+      const AreaTap& xt = xtab[t];
+      const size_t off = static_cast<size_t>(xt.si) * C;
+      for (int ch = 0; ch < C; ++ch) {
+        a0[ch] = a0[ch] + s0[off + ch] * xt.alpha;
+        a1[ch] = a1[ch] + s1[off + ch] * xt.alpha;
+      }
+    }
+    for (int ch = 0; ch < C; ++ch) {
+      buf0[static_cast<size_t>(d) * C + ch] = a0[ch];
+      buf1[static_cast<size_t>(d) * C + ch] = a1[ch];
+    }
+  }
+}
+
 // INTER_AREA at non-integer reductions: float accumulation, row by row in table order, the
-// sum rounded to nearest even.
+// sum rounded to nearest even. A source row that two output rows share is summed horizontally
+// once (as OpenCV's resizeArea_ keeps its last row).
 Image CvArea(const Image& in, int out_h, int out_w) {
   const int c = static_cast<int>(in.channels);
   const double scale_x = 1. / (static_cast<double>(out_w) / in.width);
@@ -388,16 +432,50 @@ Image CvArea(const Image& in, int out_h, int out_w) {
   std::vector<AreaTap> xtab = CvAreaTab(static_cast<int>(in.width), out_w, scale_x);
   std::vector<AreaTap> ytab = CvAreaTab(static_cast<int>(in.height), out_h, scale_y);
   const size_t w = static_cast<size_t>(out_w) * c;
-  std::vector<float> buf(w), sum(w, 0.f);
+  std::vector<float> buf(w), next_buf(w), sum(w, 0.f);
   Image out(out_h, out_w, c);
   int prev = ytab.empty() ? 0 : ytab[0].di;
-  for (const AreaTap& yt : ytab) {
+  int buf_row = -1, next_row = -1;  // the source rows buf and next_buf hold
+  // Where each output column's taps start in xtab (cells with no tap sum to 0).
+  std::vector<int> cell(static_cast<size_t>(out_w) + 1, 0);
+  for (const AreaTap& xt : xtab) ++cell[static_cast<size_t>(xt.di) + 1];
+  for (int d = 0; d < out_w; ++d) cell[d + 1] += cell[d];
+  for (size_t k = 0; k < ytab.size(); ++k) {
+    const AreaTap& yt = ytab[k];
     const float beta = yt.alpha;
-    const uint8_t* s = in.row(yt.si);
-    std::fill(buf.begin(), buf.end(), 0.f);
-    for (const AreaTap& xt : xtab)
-      for (int ch = 0; ch < c; ++ch)
-        buf[xt.di * c + ch] = buf[xt.di * c + ch] + s[xt.si * c + ch] * xt.alpha;
+    if (yt.si == next_row) {
+      std::swap(buf, next_buf);
+      buf_row = next_row;
+      next_row = -1;
+    }
+    if (yt.si != buf_row && (c == 1 || c == 3)) {
+      // This row and the next other row the table reaches, summed in one pass.
+      int r2 = -1;
+      for (size_t j = k + 1; j < ytab.size() && r2 < 0; ++j)
+        if (ytab[j].si != yt.si) r2 = ytab[j].si;
+      if (r2 >= 0) {
+        if (c == 3)
+          CvAreaRow2<3>(in.row(yt.si), in.row(r2), xtab, cell, buf.data(), next_buf.data());
+        else
+          CvAreaRow2<1>(in.row(yt.si), in.row(r2), xtab, cell, buf.data(), next_buf.data());
+        buf_row = yt.si;
+        next_row = r2;
+      }
+    }
+    if (yt.si != buf_row) {
+      const uint8_t* s = in.row(yt.si);
+      if (c == 3) {
+        CvAreaRow<3>(s, xtab, cell, buf.data());
+      } else if (c == 1) {
+        CvAreaRow<1>(s, xtab, cell, buf.data());
+      } else {
+        std::fill(buf.begin(), buf.end(), 0.f);
+        for (const AreaTap& xt : xtab)
+          for (int ch = 0; ch < c; ++ch)
+            buf[xt.di * c + ch] = buf[xt.di * c + ch] + s[xt.si * c + ch] * xt.alpha;
+      }
+      buf_row = yt.si;
+    }
     if (yt.di != prev) {
       uint8_t* d = out.row(prev);
       for (size_t i = 0; i < w; ++i) {
