@@ -190,6 +190,12 @@ def prep_seeds(out, repo):
         "letterbox": "inputs:\n  - name: images\n    image:\n      decode: {exif: apply}\n"
                      "      color: rgb\n      resize: {size: [640, 640], filter: cv2_linear, "
                      "fit: letterbox, pad_value: 114}\n      scale: 0.00392156862745098\n",
+        "outputs": "inputs:\n  - name: images\n    image:\n      decode: {exif: apply}\n"
+                   "      color: rgb\n      resize: {size: [64, 64], filter: cv2_linear, "
+                   "fit: letterbox}\noutputs:\n  - name: output0\n    detect: {format: yolov8, "
+                   "score_threshold: 0.3, iou_threshold: 0.5, max_detections: 10, "
+                   "class_agnostic: true, input: images, labels: [a, b]}\n"
+                   "  - name: text\n    ctc: {blank: 0, charset: ['', x, y]}\n",
         "uint8": "version: 1\ninputs:\n  - name: a/b:c\n    image:\n      decode: {exif: apply}\n"
                  "      color: gray\n      library: cv2\n      dtype: uint8\n",
         "json": '{"inputs": [{"name": "x", "image": {"decode": {"exif": "apply"}, "color": "rgb",'

@@ -185,6 +185,11 @@ class Differ {
       if (!om.count(name))
         Compatible(fmt::format("prep inputs[{}]", name), "", "image steps",
                    "added: clients may send this input raw");
+    // Post-processing (decoded outputs): any change gives clients other results.
+    const nlohmann::json none = nlohmann::json::array();
+    const nlohmann::json& oo = o.is_object() && o.contains("outputs") ? o["outputs"] : none;
+    const nlohmann::json& no = n.is_object() && n.contains("outputs") ? n["outputs"] : none;
+    if (oo != no) Json(oo, no, "prep outputs", "the decoded outputs differ for the same tensors");
   }
 
   void ClassNames(const ArtifactInfo& a, const ArtifactInfo& b) {

@@ -15,6 +15,7 @@
 #include "core/npy.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
+#include "prep/decode.h"
 #include "prep/pipeline.h"
 #include "runtime/session.h"
 #include "verify/compare.h"
@@ -187,6 +188,7 @@ int RunOnce(const Options& o, Loaded& l) {
   }
   const int64_t top_k = o.top_k > 0 ? o.top_k : labels.empty() ? 0 : 5;
   std::vector<std::pair<std::string, Value>> feeds;
+  std::map<std::string, prep::ImageInfo> originals;  // per image input: the decoded size
   std::set<std::string> seen;
   for (const auto& spec : o.inputs) {
     size_t eq = spec.find('=');
@@ -210,7 +212,7 @@ int RunOnce(const Options& o, Loaded& l) {
       // An image file through the spec's steps (the same code as `ferry prep run`).
       auto bytes = ReadFileBytes(file);
       if (!bytes.ok()) return ReportError(bytes.status());
-      auto t = prep::Preprocess(steps->image, *bytes, file);
+      auto t = prep::Preprocess(steps->image, *bytes, file, &originals[name]);
       if (!t.ok()) return ReportError(t.status());
       feeds.emplace_back(name, Value(std::move(t).value()));
       continue;
@@ -269,6 +271,34 @@ int RunOnce(const Options& o, Loaded& l) {
     std::string decoded;
     if (top_k > 0 && v.is_tensor() && verify::IsClassifierOutput(v.tensor()))
       jo["top"] = DecodeClassifier(v.tensor(), top_k, labels, &decoded);
+    const prep::OutputSpec* post = nullptr;
+    if (prep_spec)
+      for (const auto& os : prep_spec->outputs) post = os.name == g.outputs[k].name ? &os : post;
+    if (post && v.is_tensor()) {
+      const prep::InputSpec* in = nullptr;
+      for (const auto& i : prep_spec->inputs)
+        if (!in && (post->input.empty() || i.name == post->input)) in = &i;
+      const prep::ImageInfo* original = nullptr;
+      if (in && originals.count(in->name)) original = &originals[in->name];
+      auto d = prep::DecodeOutput(*prep_spec, *post, v.tensor(), original);
+      if (!d.ok()) return ReportError(d.status());
+      decoded += prep::FormatDecoded(*d);
+      if (post->kind == prep::OutputSpec::Kind::kCtc) {
+        jo["text"] = d->ctc.text;
+        jo["ids"] = d->ctc.ids;
+      } else {
+        nlohmann::json dets = nlohmann::json::array();
+        for (size_t i = 0; i < d->detections.size(); ++i) {
+          const prep::Detection& b = d->detections[i];
+          dets.push_back({{"box", {b.x1, b.y1, b.x2, b.y2}},
+                          {"score", b.score},
+                          {"class", b.cls},
+                          {"label", d->labels[i]}});
+        }
+        jo["detections"] = dets;
+        jo["boxes_in"] = d->mapped ? "original image" : "model input";
+      }
+    }
     jouts.push_back(jo);
     if (!o.json)
       fmt::print("{:<24} {}{}\n{}", g.outputs[k].name, ValueSummary(v),

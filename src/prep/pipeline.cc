@@ -157,11 +157,13 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
   return t;
 }
 
-Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what) {
+Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what,
+                          ImageInfo* info) {
   DecodeOptions o;
   o.apply_exif = spec.exif == ExifMode::kApply;
   o.max_pixels = spec.max_pixels;
   FERRY_ASSIGN_OR_RETURN(Image img, DecodeImage(bytes, o, what));
+  if (info) *info = {img.height, img.width};
   return PreprocessImage(spec, img, what);
 }
 

@@ -18,7 +18,11 @@ namespace ferry::prep {
 // One image through one input's steps. With spec.batch the tensor has a leading axis of 1.
 // `what` names the source in messages. kInvalid for undecodable bytes or a crop larger than
 // the (resized) image.
-Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what);
+struct ImageInfo {
+  int64_t height = 0, width = 0;  // the decoded image (after EXIF orientation), before resizing
+};
+Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what,
+                          ImageInfo* info = nullptr);
 
 // The steps after decoding (exposed for tests): colour, resize, crop, to the output tensor.
 Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,

@@ -156,7 +156,7 @@ class Parser {
     Spec spec;
     spec.path = file_;
     if (root.IsNull()) return Error(1, "", "empty spec (expected a mapping with `inputs`)");
-    FERRY_ASSIGN_OR_RETURN(Map top, Open(Entry{root, 1}, "", {"version", "inputs"}));
+    FERRY_ASSIGN_OR_RETURN(Map top, Open(Entry{root, 1}, "", {"version", "inputs", "outputs"}));
     if (auto* v = Optional(top, "version")) {
       FERRY_ASSIGN_OR_RETURN(int64_t version, Int(*v, "version", 1, 1));
       (void)version;
@@ -173,7 +173,82 @@ class Parser {
           return Error(item.line, path + ".name", fmt::format("'{}' given twice", in.name));
       spec.inputs.push_back(std::move(in));
     }
+    if (auto* outputs = Optional(top, "outputs")) {
+      if (!outputs->node.IsSequence()) return Expected(*outputs, "outputs", "a list");
+      for (size_t i = 0; i < outputs->node.size(); ++i) {
+        std::string path = fmt::format("outputs[{}]", i);
+        Entry item{outputs->node[i], LineOf(outputs->node[i], outputs->line)};
+        FERRY_ASSIGN_OR_RETURN(OutputSpec out, Output(item, path, spec));
+        for (const auto& other : spec.outputs)
+          if (other.name == out.name)
+            return Error(item.line, path + ".name", fmt::format("'{}' given twice", out.name));
+        spec.outputs.push_back(std::move(out));
+      }
+    }
     return spec;
+  }
+
+  Result<std::vector<std::string>> Strings(const Entry& e, const std::string& key) const {
+    if (!e.node.IsSequence() || e.node.size() > 100000)
+      return Expected(e, key, "a list of strings (at most 100,000)");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < e.node.size(); ++i) {
+      Entry item{e.node[i], LineOf(e.node[i], e.line)};
+      FERRY_ASSIGN_OR_RETURN(std::string v, String(item, fmt::format("{}[{}]", key, i)));
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  Result<OutputSpec> Output(const Entry& e, const std::string& path, const Spec& spec) {
+    OutputSpec o;
+    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path, {"name", "detect", "ctc"}));
+    FERRY_ASSIGN_OR_RETURN(Entry name, Required(m, "name", path, e.line));
+    FERRY_ASSIGN_OR_RETURN(o.name, String(name, path + ".name"));
+    const Entry* detect = Optional(m, "detect");
+    const Entry* ctc = Optional(m, "ctc");
+    if ((detect != nullptr) == (ctc != nullptr))
+      return Error(e.line, path, "expected exactly one of detect and ctc");
+    if (detect) {
+      const std::string dp = path + ".detect";
+      o.kind = OutputSpec::Kind::kDetect;
+      FERRY_ASSIGN_OR_RETURN(Map d, Open(*detect, dp,
+                                         {"format", "score_threshold", "iou_threshold",
+                                          "max_detections", "class_agnostic", "input", "labels"}));
+      FERRY_ASSIGN_OR_RETURN(Entry format, Required(d, "format", dp, detect->line));
+      FERRY_ASSIGN_OR_RETURN(o.format, Choice(format, dp + ".format", {"yolov8"}));
+      if (auto* v = Optional(d, "score_threshold")) {
+        FERRY_ASSIGN_OR_RETURN(o.score_threshold, Number(*v, dp + ".score_threshold"));
+      }
+      if (auto* v = Optional(d, "iou_threshold")) {
+        FERRY_ASSIGN_OR_RETURN(o.iou_threshold, Number(*v, dp + ".iou_threshold"));
+      }
+      if (auto* v = Optional(d, "max_detections")) {
+        FERRY_ASSIGN_OR_RETURN(o.max_detections, Int(*v, dp + ".max_detections", 1, 100000));
+      }
+      if (auto* v = Optional(d, "class_agnostic")) {
+        FERRY_ASSIGN_OR_RETURN(o.class_agnostic, Bool(*v, dp + ".class_agnostic"));
+      }
+      if (auto* v = Optional(d, "input")) {
+        FERRY_ASSIGN_OR_RETURN(o.input, String(*v, dp + ".input"));
+        bool known = false;
+        for (const auto& in : spec.inputs) known = known || in.name == o.input;
+        if (!known) return Expected(*v, dp + ".input", "the name of one of the spec's inputs");
+      }
+      if (auto* v = Optional(d, "labels")) {
+        FERRY_ASSIGN_OR_RETURN(o.labels, Strings(*v, dp + ".labels"));
+      }
+    } else {
+      const std::string cp = path + ".ctc";
+      o.kind = OutputSpec::Kind::kCtc;
+      FERRY_ASSIGN_OR_RETURN(Map c, Open(*ctc, cp, {"blank", "charset"}));
+      if (auto* v = Optional(c, "blank")) {
+        FERRY_ASSIGN_OR_RETURN(o.blank, Int(*v, cp + ".blank", 0, 1000000));
+      }
+      FERRY_ASSIGN_OR_RETURN(Entry cs, Required(c, "charset", cp, ctc->line));
+      FERRY_ASSIGN_OR_RETURN(o.charset, Strings(cs, cp + ".charset"));
+    }
+    return o;
   }
 
   Result<InputSpec> Input(const Entry& e, const std::string& path) {
@@ -406,7 +481,27 @@ std::string SpecToJson(const Spec& spec) {
     im["dtype"] = s.dtype == DType::kUint8 ? "uint8" : "float32";
     j["inputs"].push_back({{"name", in.name}, {"image", im}});
   }
-  return j.dump(2) + "\n";
+  if (!spec.outputs.empty()) {
+    j["outputs"] = nlohmann::json::array();
+    for (const auto& o : spec.outputs) {
+      nlohmann::json e;
+      e["name"] = o.name;
+      if (o.kind == OutputSpec::Kind::kDetect) {
+        nlohmann::json d = {{"format", o.format},
+                            {"score_threshold", o.score_threshold},
+                            {"iou_threshold", o.iou_threshold},
+                            {"max_detections", o.max_detections},
+                            {"class_agnostic", o.class_agnostic}};
+        if (!o.input.empty()) d["input"] = o.input;
+        if (!o.labels.empty()) d["labels"] = o.labels;
+        e["detect"] = d;
+      } else {
+        e["ctc"] = {{"blank", o.blank}, {"charset", o.charset}};
+      }
+      j["outputs"].push_back(e);
+    }
+  }
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace ferry::prep

@@ -75,9 +75,27 @@ struct InputSpec {
   ImageSpec image;
 };
 
+// Post-processing of one model output (prep/decode.h), exactly one kind.
+struct OutputSpec {
+  std::string name;
+  enum class Kind { kDetect, kCtc } kind = Kind::kDetect;
+  // detect: a YOLOv8-style output [1, 4 + classes, anchors]; boxes mapped back to the original
+  // image through `input`'s letterbox when that input is letterboxed.
+  std::string format = "yolov8";
+  double score_threshold = 0.25, iou_threshold = 0.45;
+  int64_t max_detections = 300;
+  bool class_agnostic = false;
+  std::string input;                // the image input the boxes refer to ("" : the first)
+  std::vector<std::string> labels;  // class names (optional)
+  // ctc: greedy decoding; class k >= 1 (with blank 0) is charset[k].
+  int64_t blank = 0;
+  std::vector<std::string> charset;
+};
+
 struct Spec {
   std::string path;  // the file, for messages
   std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;  // optional post-processing, by model output name
 };
 
 // Parses a spec (YAML, or JSON). Every key is validated; an error is one line

@@ -173,6 +173,18 @@ TEST(ArtifactDiff, PrepStepChangedRemovedAdded) {
   EXPECT_EQ(d.breaking(), 0);
 }
 
+TEST(ArtifactDiff, PrepOutputsChangeIsBreaking) {
+  ArtifactInfo a = Base(), b = Next(Base());
+  a.prep_json =
+      R"({"inputs":[{"image":{},"name":"x"}],"outputs":[{"detect":{"iou_threshold":0.45},"name":"y"}],"version":1})";
+  b.prep_json =
+      R"({"inputs":[{"image":{},"name":"x"}],"outputs":[{"detect":{"iou_threshold":0.7},"name":"y"}],"version":1})";
+  ArtifactDiff d = DiffArtifacts(a, b);
+  const ArtifactChange* c = Find(d, "prep outputs[y].detect.iou_threshold");
+  ASSERT_NE(c, nullptr) << FormatText(d);
+  EXPECT_TRUE(c->breaking);
+}
+
 TEST(ArtifactDiff, ClassNamesAndVariants) {
   ArtifactInfo a = Base(), b = Next(Base());
   b.class_names = {"cat", "wolf"};
