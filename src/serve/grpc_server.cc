@@ -4,6 +4,7 @@
 // declares more elements than it carries costs nothing beyond the message itself.
 #include "serve/grpc_server.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -14,6 +15,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -665,6 +667,26 @@ class GrpcServerImpl final : public GrpcServer {
 
 void DropGrpcLog(gpr_log_func_args*) {}
 
+// protobuf logs one line per message it cannot parse (a string field that is not UTF-8, in
+// every such request a client sends): at most one line per second reaches stderr, with the
+// count of the lines dropped before it, so a hostile client cannot flood the log.
+void RateLimitedProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
+                            const std::string& message) {
+  static std::mutex mu;
+  static std::chrono::steady_clock::time_point last{};
+  static uint64_t dropped = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  auto now = std::chrono::steady_clock::now();
+  if (level < google::protobuf::LOGLEVEL_FATAL && now - last < std::chrono::seconds(1)) {
+    ++dropped;
+    return;
+  }
+  last = now;
+  std::fprintf(stderr, "[libprotobuf %s:%d] %s%s\n", filename, line, message.c_str(),
+               dropped ? (" (" + std::to_string(dropped) + " similar lines dropped)").c_str() : "");
+  dropped = 0;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<GrpcServer>> StartGrpcServer(Service* service, const GrpcOptions& options) {
@@ -673,6 +695,7 @@ Result<std::unique_ptr<GrpcServer>> StartGrpcServer(Service* service, const Grpc
   static std::once_flag quiet;
   std::call_once(quiet, [] {
     if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_function(DropGrpcLog);
+    google::protobuf::SetLogHandler(RateLimitedProtobufLog);
   });
   auto handlers = std::make_unique<InferenceService>(service);
   auto health = std::make_unique<HealthService>(service);

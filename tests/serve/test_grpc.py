@@ -301,6 +301,7 @@ def main():
         addr = server.start()
         if addr is not None:
             run_checks(args, addr, repo, mixed_path, typed_path, zoo)
+            utf8_flood_check(addr, server.stderr_path)
     finally:
         server.stop()
 
@@ -426,6 +427,29 @@ def health_and_reflection_checks(addr):
           b"grpc.health.v1.Health" in blob,
           "reflection list_services names inference.GRPCInferenceService and grpc.health.v1.Health")
     ch.close()
+
+
+def utf8_flood_check(addr, stderr_path):
+    """200 ModelInfer requests whose model_name is not UTF-8 (hand-encoded: field 1, bytes ff fe):
+    each refused with a status, and protobuf's parse-failure log rate-limited (one line per
+    second at most) so the server's stderr does not grow per request."""
+    ch = grpc.insecure_channel(addr)
+    ident = lambda b: b  # noqa: E731
+    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer", request_serializer=ident,
+                           response_deserializer=ident)
+    before = open(stderr_path, errors="replace").read().count("libprotobuf")
+    codes = set()
+    for _ in range(200):
+        try:
+            infer(b"\x0a\x02\xff\xfe", timeout=10)
+            codes.add("OK")
+        except grpc.RpcError as e:
+            codes.add(e.code().name)
+    ch.close()
+    after = open(stderr_path, errors="replace").read().count("libprotobuf")
+    check("OK" not in codes and after - before <= 10,
+          "200 requests with a non-UTF-8 string field: refused (%s), %d protobuf log lines"
+          % (sorted(codes), after - before))
 
 
 def run_checks(args, addr, repo, mixed_path, typed_path, zoo):
