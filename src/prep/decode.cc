@@ -7,6 +7,9 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/json_text.h"
 
 namespace ferry::prep {
 
@@ -192,6 +195,25 @@ Result<DecodedOutput> DecodeOutput(const Spec& spec, const OutputSpec& o, const 
                            ? o.labels[static_cast<size_t>(det.cls)]
                            : "");
   return d;
+}
+
+std::string DecodedJson(const DecodedOutput& d) {
+  nlohmann::json j;
+  if (d.kind == OutputSpec::Kind::kCtc) {
+    j["text"] = d.ctc.text;
+    j["ids"] = d.ctc.ids;
+  } else {
+    j["boxes_in"] = d.mapped ? "original image" : "model input";
+    j["detections"] = nlohmann::json::array();
+    for (size_t i = 0; i < d.detections.size(); ++i) {
+      const Detection& b = d.detections[i];
+      j["detections"].push_back({{"box", {b.x1, b.y1, b.x2, b.y2}},
+                                 {"score", b.score},
+                                 {"class", b.cls},
+                                 {"label", d.labels[i]}});
+    }
+  }
+  return JsonText(j);
 }
 
 std::string FormatDecoded(const DecodedOutput& d) {

@@ -74,5 +74,8 @@ Result<DecodedOutput> DecodeOutput(const Spec& spec, const OutputSpec& o, const 
 // "output0: 3 detections (boxes in the original image)\n  person 0.91 [x1, y1, x2, y2]\n..." /
 // "out: 'hello' (ids 8 5 12 12 15)".
 std::string FormatDecoded(const DecodedOutput& d);
+// One JSON document: {"boxes_in": "original image"|"model input", "detections": [{"box": [x1,
+// y1, x2, y2], "score", "class", "label"}]} or {"text", "ids"} (ferry serve's `<output>_decoded`).
+std::string DecodedJson(const DecodedOutput& d);
 
 }  // namespace ferry::prep

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "prep/decode.h"
 #include "prep/pipeline.h"
 
 namespace ferry::serve {
@@ -176,6 +177,12 @@ Error Executor::Check(const InferRequest& r, int64_t* rows) const {
   for (const auto& o : r.outputs) {
     auto it = std::find_if(graph.outputs.begin(), graph.outputs.end(),
                            [&](const ir::ValueInfo& v) { return v.name == o.name; });
+    if (it == graph.outputs.end() && DecodedOutput(o.name)) {
+      if (o.classification != 0)
+        return MakeError(ErrorKind::kInvalidArg,
+                         fmt::format("output '{}' is decoded already: no classification", o.name));
+      continue;
+    }
     if (it == graph.outputs.end()) {
       return MakeError(ErrorKind::kInvalidArg,
                        fmt::format("unexpected inference output '{}' for model '{}'", o.name, m));
@@ -217,9 +224,12 @@ Error Executor::Preprocess(InferRequest* request) const {
                                     steps->image.batch ? "one or more" : "exactly one"));
     }
     std::vector<Tensor> parts;
+    auto& sizes = request->raw_image_sizes[in.name];
     for (int64_t i = 0; i < n; ++i) {
+      prep::ImageInfo info;
       auto t = prep::Preprocess(steps->image, in.tensor.data<std::string>()[i],
-                                fmt::format("input '{}' image {}", in.name, i));
+                                fmt::format("input '{}' image {}", in.name, i), &info);
+      sizes.emplace_back(info.height, info.width);
       if (!t.ok()) return InvalidArg(t.status().message());
       if (!parts.empty() && t->shape() != parts[0].shape()) {
         return InvalidArg(
@@ -412,6 +422,39 @@ void Executor::Finish(Pending& p, Error error, InferResponse response, Clock::ti
   p.done.set_value({std::move(error), std::move(response)});
 }
 
+const prep::OutputSpec* Executor::DecodedOutput(const std::string& name) const {
+  if (!spec_.prep) return nullptr;
+  for (const auto& o : spec_.prep->outputs)
+    if (name == o.name + "_decoded") return &o;
+  return nullptr;
+}
+
+Result<Tensor> Executor::Decode(const prep::OutputSpec& post, const Tensor& t, int64_t rows,
+                                const InferRequest& request) const {
+  // The image input the boxes refer to, and the sizes of the images the client sent for it.
+  const prep::InputSpec* in = nullptr;
+  for (const auto& i : spec_.prep->inputs)
+    if (!in && (post.input.empty() || i.name == post.input)) in = &i;
+  const std::vector<std::pair<int64_t, int64_t>>* sizes = nullptr;
+  if (in) {
+    auto it = request.raw_image_sizes.find(in->name);
+    if (it != request.raw_image_sizes.end()) sizes = &it->second;
+  }
+  const bool per_row = rows > 0 && t.rank() >= 1 && t.dim(0) == rows;
+  const int64_t n = per_row ? rows : 1;
+  Tensor out(DType::kString, {n});
+  for (int64_t r = 0; r < n; ++r) {
+    Tensor row = per_row ? SliceRows(t, r, 1) : t;
+    prep::ImageInfo original;
+    if (sizes && r < static_cast<int64_t>(sizes->size()))
+      original = {(*sizes)[r].first, (*sizes)[r].second};
+    auto d = prep::DecodeOutput(*spec_.prep, post, row, sizes ? &original : nullptr);
+    if (!d.ok()) return d.status();
+    out.data<std::string>()[r] = prep::DecodedJson(*d);
+  }
+  return out;
+}
+
 Result<Tensor> Executor::Classify(const Tensor& t, int64_t top) const {
   if (!IsNumeric(t.dtype()) || t.rank() < 1 || t.rank() > 2) {
     return InvalidError("classification needs a numeric output of rank 1 or 2, got {} {}",
@@ -536,14 +579,37 @@ void Executor::Execute(std::vector<std::unique_ptr<Pending>> batch) {
       o.tensor = std::move(t);
       r.outputs.push_back(std::move(o));
     };
+    // `<output>_decoded`: the spec's post-processing of that output, one JSON per row.
+    auto add_decoded = [&](const prep::OutputSpec& post, const RequestedOutput* ro) {
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (outs[i].name != post.name) continue;
+        Tensor t = batch.size() > 1 ? SliceRows(tensors[i], offset, rows) : tensors[i];
+        auto d = Decode(post, t, p->rows > 0 ? rows : -1, p->request);
+        if (!d.ok()) {
+          err = MakeError(ErrorKind::kInvalidArg,
+                          fmt::format("output '{}_decoded': {}", post.name, d.status().message()));
+          return;
+        }
+        InferOutput o;
+        o.name = post.name + "_decoded";
+        o.binary = ro ? ro->binary : p->request.binary_output;
+        o.tensor = std::move(d).value();
+        r.outputs.push_back(std::move(o));
+      }
+    };
     if (err.ok()) {
       if (p->request.outputs.empty()) {
         for (size_t i = 0; i < tensors.size(); ++i) add(i, nullptr);
+        if (spec_.prep)
+          for (const auto& post : spec_.prep->outputs)
+            if (err.ok()) add_decoded(post, nullptr);
       } else {
         for (const auto& ro : p->request.outputs) {
           for (size_t i = 0; i < outs.size() && err.ok(); ++i) {
             if (outs[i].name == ro.name) add(i, &ro);
           }
+          if (const prep::OutputSpec* post = DecodedOutput(ro.name); post && err.ok())
+            add_decoded(*post, &ro);
         }
       }
     }

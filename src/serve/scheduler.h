@@ -104,6 +104,11 @@ class Executor {
     std::promise<std::pair<Error, InferResponse>> done;
   };
   Error Check(const InferRequest& request, int64_t* rows) const;
+  // The spec's post-processing for `<output>_decoded` (nullptr for any other name).
+  const prep::OutputSpec* DecodedOutput(const std::string& name) const;
+  // `rows` rows of `t` through `post`: BYTES [rows], one JSON document per row.
+  Result<Tensor> Decode(const prep::OutputSpec& post, const Tensor& t, int64_t rows,
+                        const InferRequest& request) const;
   Error Preprocess(InferRequest* request) const;
   void Worker();
   // Takes the next batch from the queue (lock held); empty when stopping and nothing is left.

@@ -295,6 +295,16 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
     out.meta.outputs.push_back(
         {o.name, std::string(DatatypeName(o.type.elem_type)), MetaShape(o.type)});
   }
+  // The spec's post-processed outputs: BYTES, one JSON document per row.
+  if (spec.prep) {
+    for (const auto& post : spec.prep->outputs) {
+      bool known = false;
+      for (const auto& o : g.outputs) known = known || o.name == post.name;
+      if (!known)
+        return InvalidError("{}: output '{}' is not an output of the model", prep_file, post.name);
+      out.meta.outputs.push_back({post.name + "_decoded", "BYTES", {-1}});
+    }
+  }
   out.detail = v.artifact ? fmt::format("artifact variant {}, {}, golden {} sets matched", variant,
                                         out.verified ? "signature verified"
                                                      : "UNVERIFIED: signature not checked "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,6 +70,9 @@ struct InferRequest {
   bool binary_output = false;            // HTTP: request-level binary_data_output
   uint64_t priority = 0;                 // 0: the model's default level; 1 is the highest
   uint64_t timeout_us = 0;               // 0: none; queued longer than this: kUnavailable
+  // Filled by the server, not the client: per input sent as encoded images, each image's decoded
+  // (height, width), so decoded boxes map back to the image the client sent.
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> raw_image_sizes;
 };
 
 struct InferOutput {

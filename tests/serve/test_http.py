@@ -608,6 +608,72 @@ def compat_suite(args, work):
               "compat: the log states the breaking change")
 
 
+def decode_suite(args, work):
+    """A detector whose prep.yaml has `outputs:`: the server offers `output0_decoded` (BYTES, one
+    JSON per row, in the metadata); for PNGs sent as BYTES the boxes map back to each image, equal
+    to what `ferry run --prep` prints for the same image and tensor."""
+    from PIL import Image
+    repo = os.path.join(work, "repo-decode")
+    os.makedirs(os.path.join(repo, "det", "1"))
+    model = os.path.join(repo, "det", "1", "model.onnx")
+    import onnx.helper as oh
+    from onnx import TensorProto as TP
+    g = oh.make_graph(
+        [oh.make_node("Identity", ["raw"], ["output0"]),
+         oh.make_node("ReduceMean", ["images"], ["mean"], axes=[1, 2, 3], keepdims=0)],
+        "det", [oh.make_tensor_value_info("images", TP.FLOAT, ["n", 3, 64, 64]),
+                oh.make_tensor_value_info("raw", TP.FLOAT, ["n", 7, 50])],
+        [oh.make_tensor_value_info("output0", TP.FLOAT, ["n", 7, 50]),
+         oh.make_tensor_value_info("mean", TP.FLOAT, ["n"])])
+    onnx.save(oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)]), model)
+    spec = ("inputs:\n  - name: images\n    image:\n      decode: {exif: apply}\n"
+            "      color: rgb\n      resize: {size: [64, 64], filter: cv2_linear, fit: letterbox}\n"
+            "      scale: 0.00392156862745098\n"
+            "outputs:\n  - name: output0\n    detect: {format: yolov8, score_threshold: 0.2, "
+            "iou_threshold: 0.5, labels: [cat, dog, bird]}\n")
+    with open(os.path.join(repo, "det", "prep.yaml"), "w") as f:
+        f.write(spec)
+    rng = np.random.RandomState(11)
+    raw = np.zeros((2, 7, 50), np.float32)
+    raw[:, 0:2] = rng.uniform(0, 64, (2, 2, 50))
+    raw[:, 2:4] = rng.uniform(2, 30, (2, 2, 50))
+    raw[:, 4:] = rng.uniform(0, 1, (2, 3, 50)) ** 2
+    pngs = []
+    for k, (h, w) in enumerate(((30, 50), (80, 40))):
+        path = os.path.join(work, f"det{k}.png")
+        Image.fromarray(rng.randint(0, 256, (h, w, 3), dtype=np.uint8)).save(path)
+        pngs.append(path)
+    with Server(args.ferry, repo, "--allow-unsigned", "--insecure-no-auth",
+                "--poll-interval-ms", "0") as srv:
+        c = httpclient.InferenceServerClient(srv.url)
+        md = c.get_model_metadata("det")
+        check({"name": "output0_decoded", "datatype": "BYTES", "shape": [-1]} in md["outputs"],
+              f"decode: metadata lists output0_decoded ({md['outputs']})")
+        img = httpclient.InferInput("images", [2], "BYTES")
+        img.set_data_from_numpy(np.array([open(p, "rb").read() for p in pngs], dtype=object))
+        rin = httpclient.InferInput("raw", list(raw.shape), "FP32")
+        rin.set_data_from_numpy(raw)
+        res = c.infer("det", [img, rin], outputs=[httpclient.InferRequestedOutput("output0_decoded"),
+                                                  httpclient.InferRequestedOutput("output0")])
+        decoded = [json.loads(x) for x in res.as_numpy("output0_decoded").reshape(-1)]
+        ok = len(decoded) == 2
+        spec_path = os.path.join(repo, "det", "prep.yaml")
+        for k in range(2):
+            np.save(os.path.join(work, f"raw{k}.npy"), raw[k:k + 1])
+            r = subprocess.run([args.ferry, "run", model, "--prep", spec_path, "--input",
+                                "images=" + pngs[k], "--input", f"raw={work}/raw{k}.npy", "--json"],
+                               capture_output=True, text=True)
+            want = json.loads(r.stdout)["outputs"][0] if r.returncode == 0 else {}
+            ok = ok and decoded[k]["boxes_in"] == "original image" and \
+                decoded[k]["detections"] == want.get("detections") and len(want["detections"]) > 0
+        check(ok, f"decode: output0_decoded per image equals ferry run --prep "
+                  f"({[len(d['detections']) for d in decoded]} detections)")
+        check(res.as_numpy("output0").shape == (2, 7, 50), "decode: the raw output still comes")
+        expect_error(lambda: c.infer("det", [img, rin], outputs=[
+            httpclient.InferRequestedOutput("output0_decoded", class_count=2)]), 400,
+            ["decoded"], "decode: classification of a decoded output is refused")
+
+
 def rss_kb(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
@@ -730,7 +796,7 @@ def main():
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    for suite in (main_suite, auth_suite, reload_suite, compat_suite):
+    for suite in (main_suite, auth_suite, reload_suite, compat_suite, decode_suite):
         t0 = time.time()
         suite(args, work)
         print(f"-- {suite.__name__}: {time.time() - t0:.1f} s")
