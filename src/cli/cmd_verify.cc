@@ -1,6 +1,8 @@
 // ferry verify --reference REF --candidate CAND --data DIR [--per-layer] [--validate]
 // ferry verify MODEL --golden DIR [--validate]
 // ferry verify MODEL --validate --data DIR
+// Inputs from photos: --prep SPEC --images DIR|FILE... instead of --data (each image one set,
+// through the spec's steps: the same tensors `ferry prep run` writes).
 // Common: [--atol A] [--rtol R] [--tolerance OUTPUT=ATOL,RTOL]... [--top-k K] [--labels FILE]
 //         [--json] [--report FILE.md] [--threads N]
 // The work is verify::Verify (src/verify/verify.h); this file parses, renders, writes the
@@ -15,6 +17,8 @@
 #include "cli/command.h"
 #include "core/npy.h"
 #include "core/utf8.h"
+#include "prep/check.h"
+#include "prep/pipeline.h"
 #include "verify/verify.h"
 
 namespace ferry::cli {
@@ -30,7 +34,28 @@ struct Options {
   int64_t top_k = 5;
   int threads = 0;
   bool json = false, per_layer = false, validate = false;
+  std::string prep;                 // a preprocessing spec: --images are the inputs
+  std::vector<std::string> images;  // files or folders
 };
+
+// One input set per image: each input the spec names gets the image through its steps.
+Result<std::vector<ir::DataSet>> ImageSets(const std::string& spec_path,
+                                           const std::vector<std::string>& items) {
+  FERRY_ASSIGN_OR_RETURN(prep::Spec spec, prep::LoadSpec(spec_path));
+  FERRY_ASSIGN_OR_RETURN(std::vector<std::string> files, prep::ExpandImages(items));
+  std::vector<ir::DataSet> sets;
+  for (const auto& f : files) {
+    FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(f));
+    ir::DataSet set;
+    set.name = f;
+    for (const auto& in : spec.inputs) {
+      FERRY_ASSIGN_OR_RETURN(Tensor t, prep::Preprocess(in.image, bytes, f));
+      set.inputs.emplace_back(in.name, Value(std::move(t)));
+    }
+    sets.push_back(std::move(set));
+  }
+  return sets;
+}
 
 // The process's command line, shell-quoted where needed (for the report).
 std::string CommandLine() {
@@ -108,6 +133,16 @@ int RunVerify(const Options& o) {
   vo.threads = o.threads;
   vo.per_layer = o.per_layer;
   vo.validate = o.validate;
+  if (!o.prep.empty() || !o.images.empty()) {
+    if (o.prep.empty() || o.images.empty())
+      return ReportError(UsageError("--prep SPEC and --images go together"));
+    if (!o.data.empty() || !o.golden.empty())
+      return ReportError(UsageError("--images replace --data; drop --data / --golden"));
+    auto sets = ImageSets(o.prep, o.images);
+    if (!sets.ok()) return ReportError(sets.status());
+    vo.sets = std::move(sets).value();
+    vo.data = fmt::format("{} image(s) through {}", vo.sets.size(), o.prep);
+  }
   auto tols = ParseTolerances(o.tolerances);
   if (!tols.ok()) return ReportError(tols.status());
   vo.tolerances = std::move(tols).value();
@@ -145,6 +180,9 @@ void SetupVerify(CLI::App& sub, Action* action) {
   sub.add_flag("--validate", o->validate, "Report the first layer producing NaN or Inf");
   sub.add_option("--report", o->report, "Write a Markdown report to this file");
   sub.add_option("--threads", o->threads, "Threads (default: one per core)");
+  sub.add_option("--prep", o->prep,
+                 "Preprocessing spec: --images (PNG, JPEG) through its steps are the input sets");
+  sub.add_option("--images", o->images, "Image files or folders (with --prep), one set each");
   sub.add_flag("--json", o->json, "Print one JSON document");
   sub.callback([o, action] { *action = [o] { return RunVerify(*o); }; });
 }

@@ -474,6 +474,15 @@ def test_run_with_prep(ferry, work):
     check([e["index"] for e in top] == order and [e["label"] for e in top] == [labels[i] for i in order]
           and abs(top[0]["score"] - float(a[0][order[0]])) < 1e-5,
           f"ferry run --labels: top-3 by name {[(e['label'], round(e['score'], 3)) for e in top]}")
+    # ferry verify --prep --images: each image one input set through the spec.
+    r = run([ferry, "verify", "--reference", model, "--candidate", model, "--prep", spec,
+             "--images", png, png, "--json"])
+    rep = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(r.returncode == 0 and rep.get("pass") and "2 image(s)" in rep.get("data", ""),
+          f"ferry verify --prep --images: 2 sets, pass ({r.returncode} {r.stderr.strip()[-200:]})")
+    r = run([ferry, "verify", "--reference", model, "--candidate", model, "--prep", spec])
+    check(r.returncode == 2 and "--images" in r.stderr,
+          f"ferry verify --prep without --images: exit 2 ({r.returncode} {r.stderr.strip()})")
     r = run([ferry, "run", model, "--prep", spec, "--input", "image=" + os.path.join(work, "nope.png")])
     check(r.returncode == 3 and r.stderr.count("ferry: error:") == 1 and "nope.png" in r.stderr,
           f"ferry run --prep on a missing image: exit 3 naming it ({r.returncode} {r.stderr.strip()})")
