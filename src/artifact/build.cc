@@ -513,7 +513,9 @@ Status WriteReport(const BuildResult& r) {
   std::error_code ec;
   fs::create_directories(r.report_dir, ec);
   if (ec) return InvalidError("cannot create '{}': {}", r.report_dir, ec.message());
-  return WriteFileAtomic((fs::path(r.report_dir) / "report.md").string(), FormatMarkdown(r));
+  FERRY_RETURN_IF_ERROR(
+      WriteFileAtomic((fs::path(r.report_dir) / "report.md").string(), FormatMarkdown(r)));
+  return WriteFileAtomic((fs::path(r.report_dir) / "report.html").string(), FormatHtml(r));
 }
 
 }  // namespace

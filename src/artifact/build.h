@@ -7,9 +7,9 @@
 // QuantizeFile); each variant is verified against the golden set (per output, per class with
 // labels; per layer against the source when it fails), audited and benchmarked. Any gate
 // failure leaves nothing at OUT: the artifact is assembled in a temp folder beside OUT and
-// renamed into place only when every gate passed. The build report (`report.md`, with the
-// bench summary and timings) is written to `OUT.report/`, beside the artifact (also when the
-// gate fails).
+// renamed into place only when every gate passed. The build report (`report.md` and
+// `report.html`, with the bench summary and timings) is written to `OUT.report/`, beside the
+// artifact (also when the gate fails).
 //
 // Reproducibility: everything that lands in the artifact (golden outputs, calibration,
 // quantization, verification numbers) runs with kArtifactThreads engine threads, whatever
@@ -120,6 +120,15 @@ std::string FormatJson(const BuildResult& r);
 // The build report (report.md): everything in the text plus timings, per-layer tables and
 // the bench summary.
 std::string FormatMarkdown(const BuildResult& r);
+// The build report as one self-contained HTML page (report.html, build_report_html.cc): the
+// tables of report.md and inline SVG figures with stable ids: fig-error-K per source output K
+// (the share of its tolerance each element used, per variant), fig-classes (with a task:
+// accuracy per class, source and variants), fig-layers-VARIANT per variant (error along the
+// graph, the first layer out of tolerance marked; when the variant's gate passed or no
+// per-layer run happened, a figure saying so), fig-latency (per-run bench latencies, or why
+// there are none). No script and no reference outside the page; model and config strings are
+// HTML-escaped.
+std::string FormatHtml(const BuildResult& r);
 
 // The artifact's manifest.json; its "files" are r.files (every file but manifest.json itself).
 std::string ManifestJson(const BuildResult& r, const Config& config);

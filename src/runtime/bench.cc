@@ -291,6 +291,7 @@ Result<BenchResult> Bench(const BenchOptions& o) {
   r.weights_mb = static_cast<double>(session->weights_bytes()) / (1024.0 * 1024.0);
   r.contexts = static_cast<int64_t>(session->contexts());
   r.nodes = session->node_report();
+  r.run_ms = std::move(times);
   return r;
 }
 

@@ -48,6 +48,9 @@ struct BenchResult {
   double first_ms = 0;
   // Per request, over all callers' timed runs.
   double min_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0, mean_ms = 0;
+  // Every timed run's latency in ms, in the order they ran (with concurrency > 1: caller 0's
+  // runs, then caller 1's, ...); the quantiles above are over these.
+  std::vector<double> run_ms;
   double cpu_ms = 0;      // process CPU time (all threads) per timed run
   double wall_ms = 0;     // of the timed phase
   double throughput = 0;  // completed timed runs per second of wall time

@@ -27,7 +27,27 @@ bool IsPod(DType t) {
   return t != DType::kString && t != DType::kUndefined;
 }
 
+// The bucket of a finite element with error d against its bound (atol + rtol * |ref|): by
+// q = d / bound against the decades 1e-4 ... 100, clamped to the passing buckets when d <= bound
+// and to the failing ones when d > bound (so rounding of q near 1 never disagrees with the
+// verdict).
+Stats::ErrorBucket BucketOf(double d, double bound) {
+  const bool out = d > bound;
+  if (!out && d == 0) return Stats::kExact;
+  if (!(bound > 0)) return out ? Stats::kOver100 : Stats::kExact;
+  static constexpr double kEdges[] = {1e-4, 1e-3, 1e-2, 1e-1, 1, 10, 100};
+  const double q = d / bound;
+  int b = Stats::kUpTo1e4;
+  for (double edge : kEdges)
+    if (q > edge) ++b;
+  b = out ? std::max<int>(b, Stats::kUpTo10) : std::min<int>(b, Stats::kUpTo1);
+  return static_cast<Stats::ErrorBucket>(b);
+}
+
 }  // namespace
+
+const std::array<const char*, Stats::kErrorBuckets> kErrorBucketNames = {
+    "0", "<=1e-4", "<=1e-3", "<=0.01", "<=0.1", "<=1", "<=10", "<=100", ">100", "NaN/Inf"};
 
 void Stats::AddDoubles(const double* ref, const double* cand, int64_t n, const Tolerance& tol) {
   for (int64_t i = 0; i < n; ++i) {
@@ -44,6 +64,7 @@ void Stats::AddDoubles(const double* ref, const double* cand, int64_t n, const T
         ++out_of_tolerance;
         min_atol = min_rtol = kInf;
       }
+      ++error_buckets[same ? kExact : kMismatch];
       continue;
     }
     ++finite;
@@ -55,7 +76,9 @@ void Stats::AddDoubles(const double* ref, const double* cand, int64_t n, const T
     dot += r * c;
     ref_sq += r * r;
     cand_sq += c * c;
-    if (d > tol.atol + tol.rtol * ar) ++out_of_tolerance;
+    const double bound = tol.atol + tol.rtol * ar;
+    if (d > bound) ++out_of_tolerance;
+    ++error_buckets[BucketOf(d, bound)];
     min_atol = std::max(min_atol, d - tol.rtol * ar);
     if (d > tol.atol) min_rtol = std::max(min_rtol, ar > 0 ? (d - tol.atol) / ar : kInf);
   }
@@ -67,7 +90,9 @@ void Stats::Add(const Tensor& ref, const Tensor& cand, const Tolerance& tol) {
     if (ref.dtype() != cand.dtype()) return;
     for (int64_t i = 0; i < n; ++i) {
       ++elements;
-      if (ref.data<std::string>()[i] != cand.data<std::string>()[i]) {
+      const bool same = ref.data<std::string>()[i] == cand.data<std::string>()[i];
+      ++error_buckets[same ? kExact : kMismatch];
+      if (!same) {
         ++out_of_tolerance;
         min_atol = min_rtol = kInf;
       }

@@ -3,6 +3,7 @@
 // (one per input set), plus top-k agreement and label accuracy for classifier outputs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -40,6 +41,25 @@ class Stats {
   double sum_abs = 0, sum_sq = 0, dot = 0, ref_sq = 0, cand_sq = 0;
   double min_atol = 0;  // smallest atol that passes every element at the given rtol
   double min_rtol = 0;  // smallest rtol that passes every element at the given atol
+  // How much of its tolerance each element used: q = |cand - ref| / (atol + rtol * |ref|), in
+  // decade buckets (kErrorBucketNames). Every compared element lands in exactly one bucket, so
+  // the buckets sum to `elements`; the buckets above q = 1 plus kMismatch sum to
+  // `out_of_tolerance`. Equal values (q = 0, matching NaN/Inf, equal strings) are kExact; a
+  // nonzero error against a zero bound counts as q = infinity (kOver100).
+  enum ErrorBucket {
+    kExact,
+    kUpTo1e4,  // 0 < q <= 1e-4
+    kUpTo1e3,  // 1e-4 < q <= 1e-3
+    kUpTo1e2,  // ...
+    kUpTo1e1,
+    kUpTo1,   // 0.1 < q <= 1: the last passing bucket
+    kUpTo10,  // 1 < q <= 10: out of tolerance
+    kUpTo100,
+    kOver100,
+    kMismatch,  // NaN/Inf not matched by the same value, or unequal strings
+    kErrorBuckets
+  };
+  std::array<int64_t, kErrorBuckets> error_buckets{};
 
   bool pass() const { return out_of_tolerance == 0; }
   double mean_abs() const;
@@ -48,6 +68,9 @@ class Stats {
   double cosine() const;
   double out_share() const;  // out_of_tolerance / elements (0 for no elements)
 };
+
+// Labels of Stats::ErrorBucket, in order: "0", "<=1e-4", ..., ">100", "NaN/Inf".
+extern const std::array<const char*, Stats::kErrorBuckets> kErrorBucketNames;
 
 // "" when ref and cand can be compared element-wise, else why not ("shape [1,3] vs [1,4]",
 // "dtype string vs float32").

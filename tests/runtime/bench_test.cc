@@ -1,6 +1,8 @@
 // runtime::Bench: the typed result of `ferry bench` (no timing is asserted).
 #include "runtime/bench.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -30,6 +32,10 @@ TEST(Bench, RunsTimesAndReportsTheInputsItChose) {
   EXPECT_LE(r->min_ms, r->p50_ms);
   EXPECT_LE(r->p50_ms, r->p99_ms);
   EXPECT_LE(r->p99_ms, r->max_ms);
+  // Every timed run's latency is kept; the quantiles are over them.
+  ASSERT_EQ(r->run_ms.size(), 4u);
+  EXPECT_DOUBLE_EQ(*std::min_element(r->run_ms.begin(), r->run_ms.end()), r->min_ms);
+  EXPECT_DOUBLE_EQ(*std::max_element(r->run_ms.begin(), r->run_ms.end()), r->max_ms);
   EXPECT_GT(r->throughput, 0);
   EXPECT_GT(r->wall_ms, 0);
   EXPECT_GT(r->peak_rss_mb, 0);

@@ -1,6 +1,7 @@
 // Statistics of ferry verify against hand-computed values.
 #include "verify/compare.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -53,6 +54,44 @@ TEST(VerifyStats, AccumulatesOverPairs) {
   EXPECT_EQ(s.min_rtol, kInf);     // ... so no rtol passes it at atol 0
   EXPECT_DOUBLE_EQ(s.min_atol, 1);
   EXPECT_NEAR(s.cosine(), 5 / (std::sqrt(5.0) * std::sqrt(6.0)), 1e-12);
+}
+
+TEST(VerifyStats, ErrorBuckets) {
+  // Bound atol 0.1 + rtol 0 => q = d / 0.1.
+  double r[] = {1, 1, 1, 1, 0, 1, 1, 1, kNaN, kNaN, 1};
+  double c[] = {1, 1 + 5e-6, 1 + 5e-5, 1 + 0.05, 0.1, 1.5, 1 + 50, 1 + 1e3, kNaN, 1, kInf};
+  Stats s;
+  s.AddDoubles(r, c, 11, Tolerance{0.1, 0});
+  // q: 0, 5e-5, 5e-4, 0.5, 1 (passes: d == bound), 5, 500, 1e4, NaN=NaN, NaN vs 1, Inf vs 1.
+  std::array<int64_t, Stats::kErrorBuckets> want{};
+  want[Stats::kExact] = 2;  // 1 == 1 and NaN == NaN
+  want[Stats::kUpTo1e4] = 1;
+  want[Stats::kUpTo1e3] = 1;
+  want[Stats::kUpTo1] = 2;  // 0.5 and exactly 1
+  want[Stats::kUpTo10] = 1;
+  want[Stats::kOver100] = 2;
+  want[Stats::kMismatch] = 2;
+  EXPECT_EQ(s.error_buckets, want);
+  int64_t failing = 0, all = 0;
+  for (int b = 0; b < Stats::kErrorBuckets; ++b) {
+    all += s.error_buckets[b];
+    if (b >= Stats::kUpTo10) failing += s.error_buckets[b];
+  }
+  EXPECT_EQ(all, s.elements);
+  EXPECT_EQ(failing, s.out_of_tolerance);
+  EXPECT_STREQ(kErrorBucketNames[Stats::kUpTo1], "<=1");
+
+  // A zero bound: any difference is infinitely far out; strings are equal or a mismatch.
+  Stats z;
+  double r0[] = {2, 2}, c0[] = {2, 2.5};
+  z.AddDoubles(r0, c0, 2, Tolerance{0, 0});
+  EXPECT_EQ(z.error_buckets[Stats::kExact], 1);
+  EXPECT_EQ(z.error_buckets[Stats::kOver100], 1);
+  Stats t;
+  t.Add(Tensor::FromVector<std::string>({"a", "b"}, {2}),
+        Tensor::FromVector<std::string>({"a", "c"}, {2}), Tolerance{});
+  EXPECT_EQ(t.error_buckets[Stats::kExact], 1);
+  EXPECT_EQ(t.error_buckets[Stats::kMismatch], 1);
 }
 
 TEST(VerifyStats, NanAndInf) {
