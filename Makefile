@@ -86,7 +86,7 @@ fuzz: fuzz-build
 # run reaches depends on the CPU's kernel paths, so it is not a repeatable gate across machines;
 # every finding is fixed and its input joins fuzz/corpus/, which is.
 FUZZ_SMOKE_RUNS = session:20000 passes:3000 audit_inspect:11000 npy:1500000 tensorproto:1300000 \
-                  config:300000 http_request:900000 prep:150000
+                  config:300000 http_request:900000 prep:100000
 FUZZ_SMOKE_GATE ?= 0
 fuzz-smoke: fuzz-build
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -j 1 -R fuzz_regression

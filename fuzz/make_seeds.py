@@ -166,8 +166,9 @@ def http_seeds(out):
 
 def prep_seeds(out, repo):
     """prep: byte 0 odd + a spec (the example's, JSON and YAML variants touching every key);
-    byte 0 even (the spec index << 1) + an encoded image: small PNGs of every colour type and
-    bit depth, interlaced, and JPEGs (4:2:0, 4:4:4, gray, progressive, each EXIF orientation)."""
+    byte 0 = spec index << 2 + an encoded image: small PNGs of every colour type and bit depth,
+    interlaced, and JPEGs (4:2:0, 4:4:4, gray, progressive, each EXIF orientation); byte 0 = 2 +
+    CSV text."""
     import numpy as np
     from PIL import Image
     d = os.path.join(out, "prep")
@@ -226,11 +227,19 @@ def prep_seeds(out, repo):
     for k, (name, (img, fmt, kw)) in enumerate(sorted(images.items())):
         buf = io.BytesIO()
         img.save(buf, format=fmt, **kw)
-        put(name, bytes([(k * 11 % 128) << 1]) + buf.getvalue())
+        put(name, bytes([(k * 11 % 64) << 2]) + buf.getvalue())
     # 16-bit PNG, written by hand (Pillow writes I;16 as gray 16).
     buf = io.BytesIO()
     Image.fromarray((rgb[:, :, 0].astype(np.uint16) * 257)).save(buf, format="PNG")
-    put("png-gray16", bytes([40 << 1]) + buf.getvalue())
+    put("png-gray16", bytes([20 << 2]) + buf.getvalue())
+    # CSV tables (byte 0 = 2): quoting, CRLF, missing fields, categories, a text column.
+    put("csv-numeric", b"\x02" + b'a,b,c\r\n1.5,x,y\r\n,"z",x\r\n-1e3,w,z\r\n')
+    put("csv-text", b"\x02" + 'a,d\n"multi\nline ""q""",1\n\u00e9\u4e2d,2\n'.encode())
+    table_spec = ("inputs:\n  - name: t\n    table:\n      dtype: float32\n      columns:\n"
+                  "        - field: a\n          number: {missing: 0, clip: [-1, 1], mean: 0.5, "
+                  "std: 2, scale: 3}\n        - field: b\n          category: {vocabulary: [x, y], "
+                  "encoding: index, unknown: zeros}\n")
+    put("spec-table", b"\x01" + table_spec.encode())
     return n
 
 

@@ -430,17 +430,18 @@ Status LoadPrepAndClassNames(const Config& c, const ops::InspectResult& src, Bui
       if (!target)
         return InvalidError("{}: the spec's input '{}' is not an input of the source model",
                             Where(c, "prep"), in.name);
-      std::vector<int64_t> want = prep::OutputShape(in.image);
+      std::vector<int64_t> want =
+          in.is_table() ? std::vector<int64_t>{-1, in.table.width()} : prep::OutputShape(in.image);
+      const DType made = in.is_table() ? in.table.dtype : in.image.dtype;
       const auto& t = target->type;
-      if (t.kind == ir::TypeInfo::Kind::kTensor && t.elem_type != in.image.dtype)
+      if (t.kind == ir::TypeInfo::Kind::kTensor && t.elem_type != made)
         return InvalidError("{}: input '{}': the spec makes {} but the model takes {}",
-                            Where(c, "prep"), in.name, DTypeName(in.image.dtype),
-                            DTypeName(t.elem_type));
+                            Where(c, "prep"), in.name, DTypeName(made), DTypeName(t.elem_type));
       if (t.kind != ir::TypeInfo::Kind::kTensor || !t.shape) continue;
       bool fits = t.shape->size() == want.size();
       for (size_t d = 0; fits && d < want.size(); ++d) {
         const auto& dim = (*t.shape)[d];
-        bool batch_axis = in.image.batch && d == 0;  // the server stacks requests on it
+        bool batch_axis = (in.is_table() || in.image.batch) && d == 0;  // requests stack on it
         fits = batch_axis || want[d] < 0 || !dim.value || *dim.value == want[d];
       }
       if (!fits)

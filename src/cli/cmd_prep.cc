@@ -43,6 +43,8 @@ int RunPrepBench(const BenchOpts& o) {
   nlohmann::json j = nlohmann::json::array();
   std::string text;
   for (const auto& in : spec->inputs) {
+    if (in.is_table())
+      return ReportError(InvalidError("prep bench times image inputs; '{}' is a table", in.name));
     auto t = prep::TimePreprocess(in.image, *bytes, o.image, o.runs, o.warmup);
     if (!t.ok()) return ReportError(t.status());
     nlohmann::json e;

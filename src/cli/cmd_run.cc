@@ -209,10 +209,10 @@ int RunOnce(const Options& o, Loaded& l) {
     if (prep_spec)
       for (const auto& in : prep_spec->inputs) steps = in.name == name ? &in : steps;
     if (steps) {
-      // An image file through the spec's steps (the same code as `ferry prep run`).
+      // An image or CSV file through the spec's steps (the same code as `ferry prep run`).
       auto bytes = ReadFileBytes(file);
       if (!bytes.ok()) return ReportError(bytes.status());
-      auto t = prep::Preprocess(steps->image, *bytes, file, &originals[name]);
+      auto t = prep::PreprocessInput(*steps, *bytes, file, &originals[name]);
       if (!t.ok()) return ReportError(t.status());
       feeds.emplace_back(name, Value(std::move(t).value()));
       continue;

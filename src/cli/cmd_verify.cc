@@ -38,7 +38,8 @@ struct Options {
   std::vector<std::string> images;  // files or folders
 };
 
-// One input set per image: each input the spec names gets the image through its steps.
+// One input set per file (an image, or a CSV table for a table spec): each input the spec
+// names gets the file through its steps.
 Result<std::vector<ir::DataSet>> ImageSets(const std::string& spec_path,
                                            const std::vector<std::string>& items) {
   FERRY_ASSIGN_OR_RETURN(prep::Spec spec, prep::LoadSpec(spec_path));
@@ -49,7 +50,7 @@ Result<std::vector<ir::DataSet>> ImageSets(const std::string& spec_path,
     ir::DataSet set;
     set.name = f;
     for (const auto& in : spec.inputs) {
-      FERRY_ASSIGN_OR_RETURN(Tensor t, prep::Preprocess(in.image, bytes, f));
+      FERRY_ASSIGN_OR_RETURN(Tensor t, prep::PreprocessInput(in, bytes, f));
       set.inputs.emplace_back(in.name, Value(std::move(t)));
     }
     sets.push_back(std::move(set));
@@ -180,8 +181,10 @@ void SetupVerify(CLI::App& sub, Action* action) {
   sub.add_flag("--validate", o->validate, "Report the first layer producing NaN or Inf");
   sub.add_option("--report", o->report, "Write a Markdown report to this file");
   sub.add_option("--threads", o->threads, "Threads (default: one per core)");
-  sub.add_option("--prep", o->prep,
-                 "Preprocessing spec: --images (PNG, JPEG) through its steps are the input sets");
+  sub.add_option(
+      "--prep", o->prep,
+      "Preprocessing spec: --images (PNG, JPEG; CSV for a table spec) through its steps are the "
+      "input sets");
   sub.add_option("--images", o->images, "Image files or folders (with --prep), one set each");
   sub.add_flag("--json", o->json, "Print one JSON document");
   sub.callback([o, action] { *action = [o] { return RunVerify(*o); }; });

@@ -127,6 +127,12 @@ void CompareTensors(const Tensor& ours, const Tensor& ref, TensorCheck* out) {
 
 Result<CheckResult> Check(const CheckOptions& o) {
   FERRY_ASSIGN_OR_RETURN(Spec spec, LoadSpec(o.spec_path));
+  for (const auto& in : spec.inputs)
+    if (in.is_table())
+      return InvalidError(
+          "prep check compares image inputs with Pillow / OpenCV; input '{}' is a table (no "
+          "reference library: tests/prep/test_table.py checks tables against NumPy)",
+          in.name);
   FERRY_ASSIGN_OR_RETURN(std::vector<std::string> images, ExpandImages(o.images));
   FERRY_ASSIGN_OR_RETURN(std::vector<NamedTensor> ours, PreprocessFiles(spec, images));
   std::error_code ec;

@@ -10,6 +10,7 @@
 
 #include "core/npy.h"
 #include "prep/resize.h"
+#include "prep/table.h"
 
 namespace ferry::prep {
 
@@ -202,14 +203,39 @@ Result<PrepTiming> TimePreprocess(const ImageSpec& spec, std::string_view bytes,
   return t;
 }
 
+Tensor StackRows(const std::vector<Tensor>& ts) {
+  Shape shape = ts[0].shape();
+  shape[0] = 0;
+  for (const Tensor& t : ts) shape[0] += t.dim(0);
+  Tensor stacked(ts[0].dtype(), shape);
+  if (ts[0].dtype() == DType::kString) {
+    std::string* d = stacked.data<std::string>();
+    for (const Tensor& t : ts)
+      for (int64_t i = 0; i < t.size(); ++i) *d++ = t.data<std::string>()[i];
+    return stacked;
+  }
+  char* d = static_cast<char*>(stacked.raw());
+  for (const Tensor& t : ts) {
+    std::memcpy(d, t.raw(), t.nbytes());
+    d += t.nbytes();
+  }
+  return stacked;
+}
+
+Result<Tensor> PreprocessInput(const InputSpec& in, std::string_view bytes, const std::string& what,
+                               ImageInfo* info) {
+  if (in.is_table()) return PreprocessTable(in.table, bytes, what);
+  return Preprocess(in.image, bytes, what, info);
+}
+
 Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
                                                  const std::vector<std::string>& paths) {
-  if (paths.empty()) return InvalidError("no images given");
+  if (paths.empty()) return InvalidError("no input files given");
   std::vector<std::vector<Tensor>> per_input(spec.inputs.size());
   for (const auto& path : paths) {
     FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
-      FERRY_ASSIGN_OR_RETURN(Tensor t, Preprocess(spec.inputs[i].image, bytes, path));
+      FERRY_ASSIGN_OR_RETURN(Tensor t, PreprocessInput(spec.inputs[i], bytes, path));
       per_input[i].push_back(std::move(t));
     }
   }
@@ -217,12 +243,13 @@ Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const InputSpec& in = spec.inputs[i];
     std::vector<Tensor>& ts = per_input[i];
-    if (!in.image.batch && ts.size() > 1)
+    if (!in.is_table() && !in.image.batch && ts.size() > 1)
       return InvalidError("input '{}' has no batch axis (batch: false) but {} images were given",
                           in.name, ts.size());
     const Shape& first = ts[0].shape();
     for (size_t k = 1; k < ts.size(); ++k)
-      if (ts[k].shape() != first)
+      if (Shape(ts[k].shape().begin() + 1, ts[k].shape().end()) !=
+          Shape(first.begin() + 1, first.end()))
         return InvalidError(
             "input '{}': '{}' gives shape {} but '{}' gives {}; images stack into one batch only "
             "with equal shapes (resize to a fixed size, or crop)",
@@ -231,15 +258,7 @@ Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
       out.push_back({in.name, ts[0]});
       continue;
     }
-    Shape shape = first;
-    shape[0] = static_cast<int64_t>(ts.size());
-    Tensor stacked = Tensor::Uninitialized(first.empty() ? in.image.dtype : ts[0].dtype(), shape);
-    char* d = static_cast<char*>(stacked.raw());
-    for (const Tensor& t : ts) {
-      std::memcpy(d, t.raw(), t.nbytes());
-      d += t.nbytes();
-    }
-    out.push_back({in.name, std::move(stacked)});
+    out.push_back({in.name, StackRows(ts)});
   }
   return out;
 }

@@ -38,7 +38,15 @@ struct NamedTensor {
   Tensor tensor;
 };
 
-// Every file through every input of the spec, stacked on the batch axis: one tensor per input.
+// One input's steps on one file: an image (Preprocess) or a CSV document (PreprocessTable).
+Result<Tensor> PreprocessInput(const InputSpec& in, std::string_view bytes, const std::string& what,
+                               ImageInfo* info = nullptr);
+
+// Tensors of equal shape but the first axis, concatenated on it (strings too).
+Tensor StackRows(const std::vector<Tensor>& tensors);
+
+// Every file through every input of the spec, stacked on the batch axis: one tensor per input
+// (tables: each file's rows, concatenated).
 // kInvalid when a file fails, or when the images' tensors differ in shape (use a fixed size or
 // a crop), or when an input without a batch axis gets more than one file.
 Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,

@@ -171,6 +171,10 @@ class Parser {
       for (const auto& other : spec.inputs)
         if (other.name == in.name)
           return Error(item.line, path + ".name", fmt::format("'{}' given twice", in.name));
+      if (!spec.inputs.empty() && spec.inputs[0].is_table() != in.is_table())
+        return Error(item.line, path,
+                     "a spec's inputs are all images or all tables (the same files feed every "
+                     "input)");
       spec.inputs.push_back(std::move(in));
     }
     if (auto* outputs = Optional(top, "outputs")) {
@@ -253,7 +257,7 @@ class Parser {
 
   Result<InputSpec> Input(const Entry& e, const std::string& path) {
     InputSpec in;
-    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path, {"name", "image"}));
+    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path, {"name", "image", "table"}));
     FERRY_ASSIGN_OR_RETURN(Entry name, Required(m, "name", path, e.line));
     FERRY_ASSIGN_OR_RETURN(in.name, String(name, path + ".name"));
     bool ok_name = in.name.size() <= 128;
@@ -263,9 +267,103 @@ class Parser {
         ok_name = false;
     if (!ok_name || in.name == "." || in.name == "..")
       return Expected(name, path + ".name", "letters, digits, _ - . : / (at most 128)");
-    FERRY_ASSIGN_OR_RETURN(Entry image, Required(m, "image", path, e.line));
-    FERRY_ASSIGN_OR_RETURN(in.image, Image(image, path + ".image"));
+    const Entry* image = Optional(m, "image");
+    const Entry* table = Optional(m, "table");
+    if ((image != nullptr) == (table != nullptr))
+      return Error(e.line, path, "expected exactly one of image and table");
+    if (image) {
+      FERRY_ASSIGN_OR_RETURN(in.image, Image(*image, path + ".image"));
+    } else {
+      in.table_input = true;
+      FERRY_ASSIGN_OR_RETURN(in.table, Table(*table, path + ".table"));
+    }
     return in;
+  }
+
+  Result<TableSpec> Table(const Entry& e, const std::string& path) {
+    TableSpec t;
+    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path, {"columns", "dtype"}));
+    if (auto* d = Optional(m, "dtype")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v,
+                             Choice(*d, path + ".dtype", {"float32", "int64", "string"}));
+      t.dtype = v == "float32" ? DType::kFloat : v == "int64" ? DType::kInt64 : DType::kString;
+    }
+    FERRY_ASSIGN_OR_RETURN(Entry cols, Required(m, "columns", path, e.line));
+    if (!cols.node.IsSequence() || cols.node.size() == 0 || cols.node.size() > 10000)
+      return Expected(cols, path + ".columns", "a non-empty list of columns (at most 10,000)");
+    for (size_t i = 0; i < cols.node.size(); ++i) {
+      const std::string cp = fmt::format("{}.columns[{}]", path, i);
+      Entry item{cols.node[i], LineOf(cols.node[i], cols.line)};
+      FERRY_ASSIGN_OR_RETURN(Map c, Open(item, cp, {"field", "number", "category", "text"}));
+      ColumnSpec col;
+      FERRY_ASSIGN_OR_RETURN(Entry field, Required(c, "field", cp, item.line));
+      FERRY_ASSIGN_OR_RETURN(col.field, String(field, cp + ".field"));
+      const Entry* number = Optional(c, "number");
+      const Entry* category = Optional(c, "category");
+      const Entry* text = Optional(c, "text");
+      if ((number != nullptr) + (category != nullptr) + (text != nullptr) != 1)
+        return Error(item.line, cp, "expected exactly one of number, category and text");
+      if (number) {
+        const std::string np = cp + ".number";
+        col.kind = ColumnSpec::Kind::kNumber;
+        if (!number->node.IsNull()) {
+          FERRY_ASSIGN_OR_RETURN(Map n,
+                                 Open(*number, np, {"missing", "clip", "scale", "mean", "std"}));
+          if (auto* v = Optional(n, "missing")) {
+            col.has_missing = true;
+            FERRY_ASSIGN_OR_RETURN(col.missing, Number(*v, np + ".missing"));
+          }
+          if (auto* v = Optional(n, "clip")) {
+            FERRY_ASSIGN_OR_RETURN(std::vector<double> lohi, Numbers(*v, np + ".clip", 2));
+            if (!(lohi[0] <= lohi[1]))
+              return Expected(*v, np + ".clip", "[min, max] with min <= max");
+            col.has_clip = true;
+            col.clip_min = lohi[0];
+            col.clip_max = lohi[1];
+          }
+          if (auto* v = Optional(n, "scale")) {
+            FERRY_ASSIGN_OR_RETURN(col.scale, Number(*v, np + ".scale"));
+          }
+          if (auto* v = Optional(n, "mean")) {
+            FERRY_ASSIGN_OR_RETURN(col.mean, Number(*v, np + ".mean"));
+          }
+          if (auto* v = Optional(n, "std")) {
+            FERRY_ASSIGN_OR_RETURN(col.std, Number(*v, np + ".std"));
+            if (col.std == 0) return Expected(*v, np + ".std", "a non-zero number");
+          }
+        }
+        if (t.dtype == DType::kString)
+          return Error(item.line, cp, "a number column in a string table (use text)");
+      } else if (category) {
+        const std::string kp = cp + ".category";
+        col.kind = ColumnSpec::Kind::kCategory;
+        FERRY_ASSIGN_OR_RETURN(Map k, Open(*category, kp, {"vocabulary", "encoding", "unknown"}));
+        FERRY_ASSIGN_OR_RETURN(Entry vocab, Required(k, "vocabulary", kp, category->line));
+        FERRY_ASSIGN_OR_RETURN(col.vocabulary, Strings(vocab, kp + ".vocabulary"));
+        if (col.vocabulary.empty()) return Expected(vocab, kp + ".vocabulary", "a non-empty list");
+        if (auto* v = Optional(k, "encoding")) {
+          FERRY_ASSIGN_OR_RETURN(std::string enc,
+                                 Choice(*v, kp + ".encoding", {"one_hot", "index"}));
+          col.one_hot = enc == "one_hot";
+        }
+        if (auto* v = Optional(k, "unknown")) {
+          FERRY_ASSIGN_OR_RETURN(std::string u, Choice(*v, kp + ".unknown", {"error", "zeros"}));
+          col.unknown_zeros = u == "zeros";
+        }
+        if (t.dtype == DType::kString)
+          return Error(item.line, cp, "a category column in a string table (use text)");
+      } else {
+        col.kind = ColumnSpec::Kind::kText;
+        if (!text->node.IsNull() && !(text->node.IsMap() && text->node.size() == 0))
+          return Expected(*text, cp + ".text", "{} (no options)");
+        if (t.dtype != DType::kString)
+          return Error(item.line, cp, "a text column needs dtype: string");
+      }
+      t.columns.push_back(std::move(col));
+    }
+    if (t.width() > (int64_t{1} << 20))
+      return Error(cols.line, path + ".columns", "more than 2^20 features per row");
+    return t;
   }
 
   Result<ImageSpec> Image(const Entry& e, const std::string& path) {
@@ -426,6 +524,15 @@ Result<Spec> LoadSpec(const std::string& path) {
   return ParseSpec(text, path);
 }
 
+int64_t TableSpec::width() const {
+  int64_t w = 0;
+  for (const auto& c : columns)
+    w += c.kind == ColumnSpec::Kind::kCategory && c.one_hot
+             ? static_cast<int64_t>(c.vocabulary.size())
+             : 1;
+  return w;
+}
+
 std::vector<int64_t> OutputShape(const ImageSpec& spec) {
   int64_t c = spec.color == Color::kGray ? 1 : 3, h = -1, w = -1;
   if (spec.resize && spec.resize->shorter_side == 0) {
@@ -451,6 +558,30 @@ std::string SpecToJson(const Spec& spec) {
   j["version"] = 1;
   j["inputs"] = nlohmann::json::array();
   for (const auto& in : spec.inputs) {
+    if (in.is_table()) {
+      nlohmann::json cols = nlohmann::json::array();
+      for (const auto& c : in.table.columns) {
+        nlohmann::json col = {{"field", c.field}};
+        if (c.kind == ColumnSpec::Kind::kNumber) {
+          nlohmann::json n = {{"scale", c.scale}, {"mean", c.mean}, {"std", c.std}};
+          if (c.has_missing) n["missing"] = c.missing;
+          if (c.has_clip) n["clip"] = {c.clip_min, c.clip_max};
+          col["number"] = n;
+        } else if (c.kind == ColumnSpec::Kind::kCategory) {
+          col["category"] = {{"vocabulary", c.vocabulary},
+                             {"encoding", c.one_hot ? "one_hot" : "index"},
+                             {"unknown", c.unknown_zeros ? "zeros" : "error"}};
+        } else {
+          col["text"] = nlohmann::json::object();
+        }
+        cols.push_back(col);
+      }
+      const char* dt = in.table.dtype == DType::kFloat   ? "float32"
+                       : in.table.dtype == DType::kInt64 ? "int64"
+                                                         : "string";
+      j["inputs"].push_back({{"name", in.name}, {"table", {{"columns", cols}, {"dtype", dt}}}});
+      continue;
+    }
     const ImageSpec& s = in.image;
     nlohmann::json im;
     im["decode"] = {{"exif", s.exif == ExifMode::kApply ? "apply" : "ignore"},

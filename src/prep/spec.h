@@ -70,9 +70,38 @@ struct ImageSpec {
   DType dtype = DType::kFloat;
 };
 
+// One column of a table input (prep/table.h), in the order its features appear.
+struct ColumnSpec {
+  std::string field;  // the CSV header name
+  enum class Kind { kNumber, kCategory, kText } kind = Kind::kNumber;
+  // number: an empty field takes `missing` (none: an empty field is an error); then clipped to
+  // [clip_min, clip_max]; then (x * scale - mean) / std, in double, cast once to the dtype.
+  bool has_missing = false;
+  double missing = 0;
+  bool has_clip = false;
+  double clip_min = 0, clip_max = 0;
+  double scale = 1, mean = 0, std = 1;
+  // category: the field's index in `vocabulary`, as one one-hot block (width = the vocabulary
+  // size) or one index; a value outside it is an error, or (unknown: zeros) an all-zero block /
+  // index -1.
+  std::vector<std::string> vocabulary;
+  bool one_hot = true;
+  bool unknown_zeros = false;
+  // text: the field as is (dtype string only).
+};
+
+struct TableSpec {
+  std::vector<ColumnSpec> columns;
+  DType dtype = DType::kFloat;  // float32 | int64 | string (text columns only)
+  int64_t width() const;        // features per row
+};
+
 struct InputSpec {
   std::string name;
-  ImageSpec image;
+  ImageSpec image;  // when !is_table()
+  bool table_input = false;
+  TableSpec table;  // when is_table()
+  bool is_table() const { return table_input; }
 };
 
 // Post-processing of one model output (prep/decode.h), exactly one kind.

@@ -12,6 +12,7 @@
 
 #include "prep/decode.h"
 #include "prep/pipeline.h"
+#include "prep/table.h"
 
 namespace ferry::serve {
 
@@ -211,6 +212,19 @@ Error Executor::Preprocess(InferRequest* request) const {
       if (s.name == in.name) steps = &s;
     }
     if (!steps) continue;
+    if (steps->is_table()) {
+      // Each BYTES element a CSV document (header and rows): the rows, concatenated.
+      std::vector<Tensor> parts;
+      for (int64_t i = 0; i < in.tensor.size(); ++i) {
+        auto t = prep::PreprocessTable(steps->table, in.tensor.data<std::string>()[i],
+                                       fmt::format("input '{}' table {}", in.name, i));
+        if (!t.ok()) return InvalidArg(t.status().message());
+        parts.push_back(std::move(t).value());
+      }
+      if (parts.empty()) return InvalidArg(fmt::format("input '{}': no CSV document", in.name));
+      in.tensor = parts.size() == 1 ? std::move(parts[0]) : prep::StackRows(parts);
+      continue;
+    }
     if (in.tensor.rank() > 2 || (in.tensor.rank() == 2 && in.tensor.dim(1) != 1)) {
       return InvalidArg(
           fmt::format("input '{}': encoded images come as BYTES of shape [N] or "

@@ -116,7 +116,7 @@ TEST(PrepSpec, UnknownKeyNamesKeyAndLine) {
             "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
             "shorter_side, filter, fit, pad_value)");
   EXPECT_EQ(ErrorOf("inputs: []\nmodel: m.onnx\n"),
-            "spec.yaml:2: model: unknown key (expected one of: version, inputs)");
+            "spec.yaml:2: model: unknown key (expected one of: version, inputs, outputs)");
   EXPECT_NE(ErrorOf(Minimal("      colour: rgb\n"))
                 .find("spec.yaml:6: inputs[0].image.colour: "
                       "unknown key"),
