@@ -674,6 +674,44 @@ def decode_suite(args, work):
             ["decoded"], "decode: classification of a decoded output is refused")
 
 
+def table_suite(args, work):
+    """A model whose prep.yaml has a table input: clients send CSV documents as BYTES (one per
+    element, rows concatenated); the model sees what `ferry prep run` makes of the same files."""
+    import onnx.helper as oh
+    from onnx import TensorProto as TP
+    repo = os.path.join(work, "repo-table")
+    os.makedirs(os.path.join(repo, "tab", "1"))
+    g = oh.make_graph([oh.make_node("Identity", ["x"], ["y"])], "tab",
+                      [oh.make_tensor_value_info("x", TP.FLOAT, ["n", 4])],
+                      [oh.make_tensor_value_info("y", TP.FLOAT, ["n", 4])])
+    onnx.save(oh.make_model(g, opset_imports=[oh.make_opsetid("", 13)]),
+              os.path.join(repo, "tab", "1", "model.onnx"))
+    spec = os.path.join(repo, "tab", "prep.yaml")
+    with open(spec, "w") as f:
+        f.write("inputs:\n  - name: x\n    table:\n      columns:\n"
+                "        - field: a\n          number: {missing: 0, mean: 1, std: 2}\n"
+                "        - field: c\n          category: {vocabulary: [p, q, r], unknown: zeros}\n")
+    docs = [b"a,c\n1.5,q\n,r\n", b'c,a\r\n"p",-3\r\n']
+    paths = []
+    for k, d in enumerate(docs):
+        paths.append(os.path.join(work, f"t{k}.csv"))
+        open(paths[-1], "wb").write(d)
+    run([args.ferry, "prep", "run", spec, *paths, "-o", os.path.join(work, "tab_out")])
+    want = np.load(os.path.join(work, "tab_out", "x.npy"))
+    with Server(args.ferry, repo, "--allow-unsigned", "--insecure-no-auth",
+                "--poll-interval-ms", "0") as srv:
+        c = httpclient.InferenceServerClient(srv.url)
+        i = httpclient.InferInput("x", [2], "BYTES")
+        i.set_data_from_numpy(np.array(docs, dtype=object))
+        got = c.infer("tab", [i]).as_numpy("y")
+        check(got.shape == (3, 4) and np.array_equal(got, want),
+              f"table: CSV documents as BYTES = ferry prep run's tensor ({got.tolist()})")
+        bad = httpclient.InferInput("x", [1], "BYTES")
+        bad.set_data_from_numpy(np.array([b"a,c\nnot-a-number,p\n"], dtype=object))
+        expect_error(lambda: c.infer("tab", [bad]), 400, ["line 2", "not a number"],
+                     "table: a bad field is a 400 naming line and field")
+
+
 def rss_kb(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
@@ -796,7 +834,7 @@ def main():
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    for suite in (main_suite, auth_suite, reload_suite, compat_suite, decode_suite):
+    for suite in (main_suite, auth_suite, reload_suite, compat_suite, decode_suite, table_suite):
         t0 = time.time()
         suite(args, work)
         print(f"-- {suite.__name__}: {time.time() - t0:.1f} s")
