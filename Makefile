@@ -25,7 +25,7 @@ build: deps
 # Ferry's main job on the bundled example: inspect the model, run it, check it against its test
 # data, then build the release artifact (fp32 + int8, gated on the golden set), sign and verify it,
 # then serve it (ferry serve: signature and golden set checked at load) and ask it for a
-# prediction with the real Triton client.
+# prediction with the real Triton client, as a tensor and as a PNG (the artifact's prep.yaml).
 demo: build
 	$(BUILD)/src/ferry inspect examples/digits_cnn/model.onnx
 	$(BUILD)/src/ferry run examples/digits_cnn/model.onnx \
