@@ -49,7 +49,7 @@ sanitize: deps
 	  -DFERRY_MODEL_CACHE=$(CURDIR)/$(BUILD)/models -DFERRY_STRESS_THREADS=1 >/dev/null
 	ninja -C $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j 1 -E 'differential|zoo_models_cnn|verify_models|avx2_under_valgrind|cli_build_zoo'
+	  ctest --output-on-failure -j 1 -E 'differential|zoo_models_cnn|verify_models|avx2_under_valgrind|cli_build_zoo|models_real'
 
 # ThreadSanitizer: concurrent runs on shared sessions (the concurrency gtests, and the zoo stress
 # test with one thread per run: libgomp's workers are invisible to TSan). Uses the release

@@ -15,6 +15,8 @@
 #include "core/sha256.h"
 #include "ir/onnx_io.h"
 #include "passes/optimize_file.h"
+#include "prep/check.h"
+#include "prep/pipeline.h"
 #include "prep/spec.h"
 #include "quant/quantize_file.h"
 #include "runtime/session.h"
@@ -93,6 +95,26 @@ nlohmann::json ShapesJson(const verify::NamedValues& vals) {
   return j;
 }
 
+// reference.files: each file through the prep spec (the same code as `ferry prep run`), one set
+// per file, in sorted order; the set's name is the file's name (not its path: nothing in the
+// artifact depends on where the project sits).
+Result<std::vector<ir::DataSet>> RawReferenceSets(const Config& c) {
+  FERRY_ASSIGN_OR_RETURN(prep::Spec spec, prep::LoadSpec(c.prep));
+  FERRY_ASSIGN_OR_RETURN(std::vector<std::string> files, prep::ExpandImages({c.reference_files}));
+  std::vector<ir::DataSet> sets;
+  for (const auto& f : files) {
+    FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(f));
+    ir::DataSet ds;
+    ds.name = fs::path(f).filename().string();
+    for (const auto& in : spec.inputs) {
+      FERRY_ASSIGN_OR_RETURN(Tensor t, prep::PreprocessInput(in, bytes, ds.name));
+      ds.inputs.emplace_back(in.name, Value(std::move(t)));
+    }
+    sets.push_back(std::move(ds));
+  }
+  return sets;
+}
+
 Status CaptureGoldenSet(const Config& c, const std::string& art, Golden* g, ProgressFn progress) {
   FERRY_ASSIGN_OR_RETURN(auto loaded, ir::LoadModel(c.source));
   std::shared_ptr<const ir::Model> model(std::move(loaded));
@@ -123,11 +145,13 @@ Status CaptureGoldenSet(const Config& c, const std::string& art, Golden* g, Prog
   runtime::SessionOptions so;
   so.threads = kArtifactThreads;
   FERRY_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, so));
-  auto sets = ir::LoadDataSets(c.reference_data, graph, false);
-  if (!sets.ok()) return sets.status().With(Where(c, "reference.data"));
+  const bool raw = !c.reference_files.empty();
+  const std::string ref_key = raw ? "reference.files" : "reference.data";
+  auto sets = raw ? RawReferenceSets(c) : ir::LoadDataSets(c.reference_data, graph, false);
+  if (!sets.ok()) return sets.status().With(Where(c, ref_key));
   if (c.samples > static_cast<int64_t>(sets->size()))
     return InvalidError("{}: {} sets asked for, but '{}' holds {}", Where(c, "reference.samples"),
-                        c.samples, c.reference_data, sets->size());
+                        c.samples, raw ? c.reference_files : c.reference_data, sets->size());
   size_t take = c.samples > 0 ? static_cast<size_t>(c.samples) : sets->size();
   std::vector<verify::CapturedSet> captured;
   nlohmann::json manifest_sets = nlohmann::json::array();
@@ -136,8 +160,7 @@ Status CaptureGoldenSet(const Config& c, const std::string& art, Golden* g, Prog
     ir::DataSet& ds = (*sets)[i];
     auto outs = session->Run(ds.inputs);
     if (!outs.ok())
-      return outs.status().With(
-          fmt::format("{}: source on set {}", Where(c, "reference.data"), ds.name));
+      return outs.status().With(fmt::format("{}: source on set {}", Where(c, ref_key), ds.name));
     verify::CapturedSet cs{"reference", std::move(ds.inputs), {}};
     for (size_t k = 0; k < graph.outputs.size(); ++k)
       cs.outputs.emplace_back(graph.outputs[k].name, std::move((*outs)[k]));

@@ -335,10 +335,16 @@ Status Parser::Source(const Entry& e) {
 }
 
 Status Parser::Reference(const Entry& e) {
-  FERRY_ASSIGN_OR_RETURN(auto m,
-                         Open(e, "reference", {"data", "samples", "edge_cases", "random", "seed"}));
-  FERRY_ASSIGN_OR_RETURN(Entry data, Required(m, "data", "reference", e.line));
-  FERRY_ASSIGN_OR_RETURN(cfg_->reference_data, Path(data, "reference.data"));
+  FERRY_ASSIGN_OR_RETURN(
+      auto m, Open(e, "reference", {"data", "files", "samples", "edge_cases", "random", "seed"}));
+  if (m.count("data") == m.count("files"))
+    return Error(e.line, "reference",
+                 "expected exactly one of data (tensors) and files (raw inputs through `prep`)");
+  if (m.count("data")) {
+    FERRY_ASSIGN_OR_RETURN(cfg_->reference_data, Path(m["data"], "reference.data"));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(cfg_->reference_files, Path(m["files"], "reference.files"));
+  }
   if (m.count("samples")) {
     FERRY_ASSIGN_OR_RETURN(cfg_->samples, Int(m["samples"], "reference.samples", 1));
   }
@@ -638,8 +644,16 @@ Status CheckInputs(const Config& c) {
         "{}: source '{}' has SHA-256 {}, but ferry.yaml pins {} (a different model: update "
         "source.sha256 only if this is the model you mean to ship)",
         where("source.sha256"), c.source, got, c.source_sha256);
-  if (!fs::is_directory(c.reference_data, ec))
+  if (!c.reference_files.empty()) {
+    if (c.prep.empty())
+      return InvalidError("{}: raw reference files need a `prep` spec to become tensors",
+                          where("reference.files"));
+    if (!fs::exists(c.reference_files, ec))
+      return InvalidError("{}: '{}' is not a file or folder", where("reference.files"),
+                          c.reference_files);
+  } else if (!fs::is_directory(c.reference_data, ec)) {
     return InvalidError("{}: '{}' is not a folder", where("reference.data"), c.reference_data);
+  }
   if (c.task && !fs::is_regular_file(c.task->labels, ec))
     return InvalidError("{}: '{}' is not a file", where("task.labels"), c.task->labels);
   for (size_t vi = 0; vi < c.variants.size(); ++vi)

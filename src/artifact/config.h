@@ -92,6 +92,9 @@ struct Config {
   int source_sha256_line = 0;
   // Reference inputs: a test-data folder (test_data_set_N) or a folder of one .npy per input.
   std::string reference_data;
+  // Or raw files through the `prep` spec (resolved): a folder of images (.png, .jpg, .jpeg,
+  // sorted) or one file (an image, or a CSV for a table spec); one golden set per file.
+  std::string reference_files;
   int64_t samples = 0;                  // input sets taken into the golden set (0: all)
   std::vector<std::string> edge_cases;  // generated extra sets: "zeros", "large"
   int64_t random_sets = 0;              // seeded random extra sets

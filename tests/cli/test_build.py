@@ -376,6 +376,66 @@ def test_inspect_diff(args, work, base):
     check(not os.path.exists(os.path.join(work, "bad_prep")), "bad prep/class names: nothing written")
 
 
+def test_reference_files(args, work):
+    """reference.files: raw PNGs through the `prep` spec become the golden sets (one per file,
+    sorted); the inputs stored are what `ferry prep run` makes; a rebuild elsewhere is
+    byte-identical (set names hold file names, never paths)."""
+    from PIL import Image
+    import onnx
+    from onnx import numpy_helper
+    outs = []
+    for tag in ("a", "b"):
+        proj = os.path.join(work, "rawref_" + tag, "proj")
+        cfg = make_project(proj, args.example)
+        x = np.load(os.path.join(proj, "heldout", "image.npy"))[:20]
+        y = np.load(os.path.join(proj, "heldout_labels.npy"))[:20]
+        os.makedirs(os.path.join(proj, "pngs"))
+        for i in range(20):
+            px = np.round(x[i, 0] * 255).astype(np.uint8)
+            Image.fromarray(np.kron(px, np.ones((4, 4), np.uint8))).save(
+                os.path.join(proj, "pngs", "digit%02d.png" % i))
+        np.save(os.path.join(proj, "png_labels.npy"), y)
+        with open(os.path.join(proj, "prep.yaml"), "w") as f:
+            f.write(PREP.format(filter="pil_box"))
+        text = open(cfg).read().replace("  data: heldout\n", "  files: pngs\n").replace(
+            "labels: heldout_labels.npy", "labels: png_labels.npy")
+        with open(cfg, "w") as f:
+            f.write(text + "prep: prep.yaml\n")
+        out = os.path.join(work, "rawref_" + tag, "out")
+        rc, so, se = ferry(args, "build", cfg, "-o", out, "--bench-runs", "0",
+                           "--threads", "1" if tag == "a" else "2")
+        check(rc == 0, "reference.files build %s: exit 0 (%s)" % (tag, (so + se).strip()[-300:]))
+        outs.append(out)
+    if not all(os.path.isdir(o) for o in outs):
+        return
+    m = json.load(open(os.path.join(outs[0], "manifest.json")))
+    check(m["golden"]["sets"] == 20 and m["golden"]["rows"] == 20,
+          "reference.files: 20 PNGs, 20 golden sets and labelled rows (%r)" % m["golden"])
+    rc, so, se = ferry(args, "prep", "run", os.path.join(work, "rawref_a", "proj", "prep.yaml"),
+                       os.path.join(work, "rawref_a", "proj", "pngs", "digit00.png"),
+                       "-o", os.path.join(work, "rawref_prep"))
+    t = onnx.TensorProto()
+    t.ParseFromString(open(os.path.join(outs[0], "golden", "data", "test_data_set_0",
+                                        "input_0.pb"), "rb").read())
+    check(rc == 0 and np.array_equal(numpy_helper.to_array(t),
+                                      np.load(os.path.join(work, "rawref_prep", "image.npy"))),
+          "reference.files: golden input 0 = ferry prep run of the first PNG")
+    ta, tb = tree(outs[0]), tree(outs[1])
+    check(sorted(ta) == sorted(tb) and all(ta[k] == tb[k] for k in ta),
+          "reference.files: rebuilt elsewhere with other --threads, byte-identical")
+    proj = os.path.join(work, "rawref_a", "proj")
+    text = open(os.path.join(proj, "ferry.yaml")).read()
+    with open(os.path.join(proj, "bad.yaml"), "w") as f:
+        f.write(text.replace("prep: prep.yaml\n", ""))
+    expect_error(args, "reference.files without a prep spec", 3, ["reference.files", "prep"],
+                 "build", os.path.join(proj, "bad.yaml"), "-o", os.path.join(work, "rawref_bad"))
+    with open(os.path.join(proj, "bad.yaml"), "w") as f:
+        f.write(text.replace("  files: pngs\n", "  files: pngs\n  data: heldout\n"))
+    expect_error(args, "reference.data and reference.files both", 3,
+                 ["exactly one of data", "files"], "build", os.path.join(proj, "bad.yaml"),
+                 "-o", os.path.join(work, "rawref_bad"))
+
+
 def tamper(path):
     b = bytearray(open(path, "rb").read())
     b[len(b) // 2] ^= 1
@@ -464,6 +524,7 @@ def main():
         test_gate(args, work)
         test_bad_inputs(args, work, cfg, out)
         test_inspect_diff(args, work, out)
+        test_reference_files(args, work)
         test_signing(args, work, out)
     return summary()
 
