@@ -22,7 +22,6 @@ Run with the project venv's python:
 import argparse
 import hashlib
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -34,12 +33,11 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ferry_npy import npy_name, run_with_npy  # noqa: E402
+
 warnings.filterwarnings("ignore")
 MS = "com.microsoft"
-
-
-def npy_name(name):
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def ort_run(path, feeds):
@@ -51,13 +49,8 @@ def ort_run(path, feeds):
 
 
 def ferry_run(ferry, path, feeds, out_dir, provider):
-    cmd = [ferry, "run", path, "--provider", provider, "--output-dir", out_dir, "--threads", "1"]
-    os.makedirs(out_dir, exist_ok=True)
-    for k, v in feeds.items():
-        f = os.path.join(out_dir, "in_%s.npy" % npy_name(k))
-        np.save(f, v)
-        cmd += ["--input", "%s=%s" % (k, f)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = run_with_npy(ferry, path, feeds, out_dir, "--provider", provider, "--output-dir", out_dir,
+                     "--threads", "1")
     if p.returncode != 0:
         return None, "ferry run exit %d: %s" % (p.returncode, p.stderr.strip()[-500:])
     return out_dir, None

@@ -40,7 +40,9 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import fetch  # noqa: E402
+from ferry_npy import npy_name, run_with_npy  # noqa: E402
 
 # model -> the error as Ferry prints it today (a substring of its stderr). Keep in step with
 # tests/models/README.md.
@@ -58,10 +60,6 @@ KNOWN_FAILURES = {
 RTOL = 1e-4
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 SR = 16000
-
-
-def npy_name(name):
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 # ------------------------------------------------------------------------------------- engines
@@ -83,12 +81,8 @@ def ferry_run(ferry, path, feeds, work):
     and the last lines of stderr (signals named)."""
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    cmd = [ferry, "run", path, "--threads", "1", "--output-dir", os.path.join(work, "out")]
-    for k, v in feeds.items():
-        f = os.path.join(work, "in_%s.npy" % npy_name(k))
-        np.save(f, v)
-        cmd += ["--input", "%s=%s" % (k, f)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = run_with_npy(ferry, path, feeds, work, "--threads", "1", "--output-dir",
+                     os.path.join(work, "out"))
     if p.returncode != 0:
         what = ("killed by signal %d" % -p.returncode) if p.returncode < 0 else \
             "exit %d" % p.returncode
