@@ -17,6 +17,9 @@ namespace {
 
 constexpr size_t kMaxRows = 1'000'000;
 constexpr size_t kMaxFields = 10'000;
+// Fields held at once (rows x header fields): each is a std::string, so a CSV of empty fields
+// would otherwise cost ~32 bytes of memory per byte of input.
+constexpr size_t kMaxCells = size_t{1} << 24;
 
 // The whole field as a finite double (strtod's syntax, no leading or trailing spaces).
 bool ParseDouble(const std::string& s, double* out) {
@@ -50,6 +53,8 @@ Result<CsvTable> ParseCsv(std::string_view text, const std::string& what) {
         return InvalidError("{}: line {}: {} fields, the header has {}", what, row_line, row.size(),
                             t.header.size());
       if (t.rows.size() >= kMaxRows) return InvalidError("{}: more than {} rows", what, kMaxRows);
+      if ((t.rows.size() + 1) * t.header.size() > kMaxCells)
+        return InvalidError("{}: more than {} fields in all", what, kMaxCells);
       t.rows.push_back(std::move(row));
       t.lines.push_back(row_line);
     }
@@ -125,8 +130,9 @@ Result<Tensor> TableToTensor(const TableSpec& spec, const CsvTable& table,
     at.push_back(it->second);
   }
   const int64_t rows = static_cast<int64_t>(table.rows.size()), width = spec.width();
-  if (rows * width > (int64_t{1} << 28))
-    return InvalidError("{}: {} rows x {} features is over 2^28 elements", what, rows, width);
+  const int64_t limit = spec.dtype == DType::kString ? int64_t{1} << 24 : int64_t{1} << 28;
+  if (rows * width > limit)
+    return InvalidError("{}: {} rows x {} features is over {} elements", what, rows, width, limit);
   Tensor out(spec.dtype, {rows, width});
   for (int64_t r = 0; r < rows; ++r) {
     const auto& row = table.rows[static_cast<size_t>(r)];

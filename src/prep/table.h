@@ -18,9 +18,10 @@ namespace ferry::prep {
 struct TableSpec;  // prep/spec.h
 
 // A parsed CSV document: the header's field names and the rows (every row as many fields as the
-// header). Limits: 1,000,000 rows, 10,000 fields per row. Errors (kInvalid, naming `what` and
-// the 1-based line): an unterminated quote, a quote inside an unquoted field, a row with another
-// field count than the header, an empty document.
+// header). Limits: 1,000,000 rows, 10,000 fields per row,
+// 2^24 fields in all (the tensor: 2^28 elements, 2^24 for strings). Errors (kInvalid, naming `what`
+// and the 1-based line): an unterminated quote, a quote inside an unquoted field, a row with
+// another field count than the header, an empty document.
 struct CsvTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
