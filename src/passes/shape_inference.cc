@@ -6,6 +6,7 @@
 
 #include <onnx/shape_inference/implementation.h>
 
+#include <map>
 #include <set>
 
 #include "ir/onnx_io.h"
@@ -24,6 +25,46 @@ bool ParseProto(const std::string& bytes, onnx::ModelProto* m) {
   return m->ParseFromCodedStream(&in);
 }
 
+// Declared rank and element type of every tensor value of a graph and its subgraphs.
+void CollectTypes(const onnx::GraphProto& g, std::map<std::string, std::pair<int, int>>* out) {
+  auto note = [&](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      (*out)[v.name()] = {v.type().tensor_type().shape().dim_size(),
+                          v.type().tensor_type().elem_type()};
+  };
+  for (const auto& v : g.input()) note(v);
+  for (const auto& v : g.value_info()) note(v);
+  for (const auto& t : g.initializer()) (*out)[t.name()] = {t.dims_size(), t.data_type()};
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectTypes(a.g(), out);
+      for (const auto& sg : a.graphs()) CollectTypes(sg, out);
+    }
+}
+
+// Conv / ConvTranspose whose X and W disagree in rank or element type, or have fewer than 3
+// dims: libonnx 1.12's inference indexes W's dims by X's rank without looking (a fuzzed
+// ConvTranspose with X [4,4,4] and an int64 W [2,1]: SIGSEGV in convTransposeShapeInference).
+bool ConvInputsSane(const onnx::GraphProto& g,
+                    const std::map<std::string, std::pair<int, int>>& types) {
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && !ConvInputsSane(a.g(), types)) return false;
+      for (const auto& sg : a.graphs())
+        if (!ConvInputsSane(sg, types)) return false;
+    }
+    if ((n.domain() != "" && n.domain() != "ai.onnx") ||
+        (n.op_type() != "Conv" && n.op_type() != "ConvTranspose") || n.input_size() < 2)
+      continue;
+    auto x = types.find(n.input(0)), w = types.find(n.input(1));
+    if (x == types.end() || w == types.end()) continue;
+    if (x->second.first < 3 || x->second.first != w->second.first ||
+        x->second.second != w->second.second)
+      return false;
+  }
+  return true;
+}
+
 class ShapeInference final : public Pass {
  public:
   std::string_view name() const override { return "shape_inference"; }
@@ -35,6 +76,9 @@ class ShapeInference final : public Pass {
     if (bytes.size() >= static_cast<size_t>(INT32_MAX) || !ParseProto(bytes, &proto)) return 0;
     // A node libonnx would crash on: no inference (it is advisory); the engine reports the node.
     if (!VerifyNodesForLibOnnx(proto).ok()) return 0;
+    std::map<std::string, std::pair<int, int>> types;
+    CollectTypes(proto.graph(), &types);
+    if (!ConvInputsSane(proto.graph(), types)) return 0;
     try {
       // check_type: a node whose inputs are not of the types its schema takes (an optional or a
       // sequence where a tensor is expected) is skipped, not inferred (MaxUnpool's inference

@@ -183,8 +183,8 @@ Result<RnnConfig> GetRnnConfig(const OpContext& ctx, RnnKind kind) {
   const Tensor& r = ctx.input(kR);
   if (r.rank() != 3) return NodeError(ctx, "R has rank {}, expected 3", r.rank());
   c.hidden = ctx.has_attr("hidden_size") ? ctx.attr_int("hidden_size", 0) : r.dim(2);
-  if (c.hidden <= 0)
-    return NodeError(ctx, "hidden_size is {}, expected a positive value", c.hidden);
+  if (c.hidden <= 0 || c.hidden > (int64_t{1} << 40))
+    return NodeError(ctx, "hidden_size is {}, expected a positive value up to 2^40", c.hidden);
   int64_t gh = GateCount(kind) * c.hidden;
   FERRY_RETURN_IF_ERROR(CheckRnnInput(ctx, kW, "W", {c.num_dir, gh, c.input}));
   FERRY_RETURN_IF_ERROR(CheckRnnInput(ctx, kR, "R", {c.num_dir, gh, c.hidden}));
