@@ -20,39 +20,15 @@
 #include <tuple>
 
 #include "artifact/build.h"
+#include "artifact/html.h"
 
 namespace ferry::artifact {
 
 namespace {
 
-// ---- escaping and small formatting ----
+using namespace html;  // NOLINT: the page's building blocks
 
-std::string Esc(std::string_view s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&#39;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
+// ---- escaping and small formatting ----
 
 std::string Code(std::string_view s) {
   return "<code>" + Esc(s) + "</code>";
@@ -83,144 +59,6 @@ const char* Colour(size_t i) {
 }
 constexpr const char* kSourceColour = "#888888";
 constexpr const char* kFailColour = "#C62828";
-
-// ---- tables ----
-
-struct Table {
-  std::vector<std::string> header;             // plain text (escaped when rendered)
-  std::vector<std::vector<std::string>> rows;  // HTML (cells escape their own text)
-  std::string caption;                         // plain text, "" for none
-};
-
-std::string RenderTable(const Table& t) {
-  std::string s = "<table>";
-  if (!t.caption.empty()) s += "<caption>" + Esc(t.caption) + "</caption>";
-  s += "<thead><tr>";
-  for (const auto& h : t.header) s += "<th>" + Esc(h) + "</th>";
-  s += "</tr></thead><tbody>\n";
-  for (const auto& row : t.rows) {
-    s += "<tr>";
-    for (const auto& c : row) s += "<td>" + c + "</td>";
-    s += "</tr>\n";
-  }
-  return s + "</tbody></table>\n";
-}
-
-// ---- SVG ----
-
-constexpr double kWidth = 960;
-
-// The plot area of a figure, in SVG pixels, and the data ranges mapped onto it.
-struct Frame {
-  double left = 70, top = 40, width = kWidth - 70 - 30, height = 220;
-  double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
-  bool log_y = false;  // y_lo / y_hi are log10 of the values
-  double X(double x) const { return left + (x - x_lo) / (x_hi - x_lo) * width; }
-  double Y(double y) const {
-    double v = log_y ? std::log10(y) : y;
-    v = std::clamp(v, y_lo, y_hi);
-    return top + height - (v - y_lo) / (y_hi - y_lo) * height;
-  }
-  double bottom() const { return top + height; }
-  double right() const { return left + width; }
-};
-
-std::string Num(double v) {
-  return fmt::format("{:.1f}", v);
-}
-
-std::string SvgText(double x, double y, std::string_view text, std::string_view attrs = "") {
-  return fmt::format("<text x=\"{}\" y=\"{}\"{}{}>{}</text>", Num(x), Num(y),
-                     attrs.empty() ? "" : " ", attrs, Esc(text));
-}
-
-std::string SvgLine(double x1, double y1, double x2, double y2, std::string_view attrs) {
-  return fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" {}/>", Num(x1), Num(y1),
-                     Num(x2), Num(y2), attrs);
-}
-
-// Opens an <svg> of the given height with the figure's title on top.
-std::string SvgOpen(double height, const std::string& title) {
-  return fmt::format(
-             "<svg viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" "
-             "aria-label=\"{2}\"><title>{2}</title>",
-             Num(kWidth), Num(height), Esc(title)) +
-         SvgText(kWidth / 2, 22, title, "class=\"title\" text-anchor=\"middle\"");
-}
-
-// "Nice" linear ticks covering [lo, hi]: about n steps of 1, 2 or 5 times a power of ten.
-std::vector<double> NiceTicks(double lo, double hi, int n) {
-  std::vector<double> ticks;
-  if (!(hi > lo)) return {lo};
-  double raw = (hi - lo) / n, mag = std::pow(10, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * mag >= raw) {
-      step = m * mag;
-      break;
-    }
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
-    ticks.push_back(std::fabs(t) < step * 1e-9 ? 0 : t);
-  return ticks;
-}
-
-std::string TickLabel(double v) {
-  return fmt::format("{:g}", v);
-}
-
-// Axes: the frame's left and bottom lines, y ticks with grid lines and labels, the axis titles.
-// x ticks are drawn by each figure (categories or values).
-std::string YAxis(const Frame& f, const std::string& y_title) {
-  std::string s;
-  std::vector<double> ticks;
-  if (f.log_y) {
-    for (double d = std::ceil(f.y_lo); d <= f.y_hi + 1e-9; ++d) ticks.push_back(std::pow(10, d));
-  } else {
-    ticks = NiceTicks(f.y_lo, f.y_hi, 5);
-  }
-  for (double t : ticks) {
-    double y = f.Y(t);
-    s += SvgLine(f.left, y, f.right(), y, "class=\"grid\"");
-    s += SvgText(f.left - 6, y + 4, TickLabel(t), "class=\"tick\" text-anchor=\"end\"");
-  }
-  s += SvgLine(f.left, f.top, f.left, f.bottom(), "class=\"axis\"");
-  s += SvgLine(f.left, f.bottom(), f.right(), f.bottom(), "class=\"axis\"");
-  s += fmt::format(
-      "<text class=\"label\" text-anchor=\"middle\" transform=\"translate(16 {}) rotate(-90)\">{}"
-      "</text>",
-      Num(f.top + f.height / 2), Esc(y_title));
-  return s;
-}
-
-std::string XTitle(const Frame& f, const std::string& x_title, double y) {
-  return SvgText(f.left + f.width / 2, y, x_title, "class=\"label\" text-anchor=\"middle\"");
-}
-
-// A legend row of coloured squares and names, left to right, at height y.
-std::string Legend(const std::vector<std::pair<std::string, std::string>>& items, double x,
-                   double y) {
-  std::string s;
-  for (const auto& [colour, name] : items) {
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>", Num(x),
-                     Num(y - 9), colour);
-    s += SvgText(x + 14, y, name, "class=\"tick\"");
-    x += 24 + 7.0 * static_cast<double>(std::min<size_t>(name.size(), 40));
-  }
-  return s;
-}
-
-std::string Figure(const std::string& id, const std::string& svg, const std::string& caption) {
-  return fmt::format("<figure id=\"{}\">\n{}</svg>\n<figcaption>{}</figcaption>\n</figure>\n", id,
-                     svg, caption);
-}
-
-// A figure with no data: the title, `note` (short) in the picture and `why` as the caption.
-std::string EmptyFigure(const std::string& id, const std::string& title, const std::string& note,
-                        const std::string& why) {
-  std::string svg = SvgOpen(80, title);
-  svg += SvgText(kWidth / 2, 56, note, "class=\"note\" text-anchor=\"middle\"");
-  return Figure(id, svg, Esc(why));
-}
 
 // ---- the figures ----
 
