@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_text.h"
+#include "core/lines.h"
 #include "core/npy.h"
 #include "core/sha256.h"
 #include "ir/onnx_io.h"
@@ -480,18 +481,11 @@ Status LoadPrepAndClassNames(const Config& c, const ops::InspectResult& src, Bui
     if (!fs::is_regular_file(c.class_names, ec))
       return InvalidError("{}: '{}' is not a file", Where(c, "class_names"), c.class_names);
     FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(c.class_names));
-    size_t start = 0;
-    while (start < bytes.size()) {
-      size_t end = bytes.find('\n', start);
-      if (end == std::string::npos) end = bytes.size();
-      std::string line = bytes.substr(start, end - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.empty())
+    r->class_names = SplitLines(bytes);
+    for (size_t i = 0; i < r->class_names.size(); ++i)
+      if (r->class_names[i].empty())
         return InvalidError("{}: line {} of '{}' is empty (one class name per line)",
-                            Where(c, "class_names"), r->class_names.size() + 1, c.class_names);
-      r->class_names.push_back(std::move(line));
-      start = end + 1;
-    }
+                            Where(c, "class_names"), i + 1, c.class_names);
     if (r->class_names.empty())
       return InvalidError("{}: '{}' holds no class names", Where(c, "class_names"), c.class_names);
     if (c.task) {

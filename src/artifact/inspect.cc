@@ -8,6 +8,7 @@
 #include "artifact/build.h"
 #include "artifact/sign.h"
 #include "core/json_text.h"
+#include "core/lines.h"
 #include "core/npy.h"
 #include "core/sha256.h"
 
@@ -330,15 +331,7 @@ Result<ArtifactInfo> ReadArtifactInfo(const std::string& path) {
     if (file.empty()) file = kClassNamesFile;
     FERRY_ASSIGN_OR_RETURN(std::string bytes, files.Read(file, what));
     a.class_names_sha256 = Digest(bytes);
-    size_t start = 0;
-    while (start < bytes.size()) {
-      size_t end = bytes.find('\n', start);
-      if (end == std::string::npos) end = bytes.size();
-      std::string line = bytes.substr(start, end - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      a.class_names.push_back(std::move(line));
-      start = end + 1;
-    }
+    a.class_names = SplitLines(bytes);
   }
   a.signature_present = files.Has(kSignatureFile);
   return a;

@@ -12,6 +12,7 @@
 #include "cli/map_json.h"
 #include "cli/tensor_files.h"
 #include "core/json_text.h"
+#include "core/lines.h"
 #include "core/npy.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
@@ -43,16 +44,7 @@ struct Options {
 // Class names, one per line (a trailing newline or CR ignored).
 Result<std::vector<std::string>> ReadLabels(const std::string& path) {
   FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < bytes.size()) {
-    size_t end = bytes.find('\n', start);
-    if (end == std::string::npos) end = bytes.size();
-    std::string line = bytes.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.push_back(std::move(line));
-    start = end + 1;
-  }
+  std::vector<std::string> out = SplitLines(bytes);
   if (out.empty()) return InvalidError("--labels '{}' holds no class names", path);
   return out;
 }

@@ -7,7 +7,6 @@
 #include <fstream>
 #include <set>
 #include <shared_mutex>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 #include "artifact/diff.h"
 #include "artifact/inspect.h"
 #include "artifact/verify_artifact.h"
+#include "core/lines.h"
 #include "ir/data_sets.h"
 #include "ir/onnx_io.h"
 #include "prep/spec.h"
@@ -252,11 +252,7 @@ Result<Loaded> Service::Impl::LoadVersion(const ModelEntry& m, const VersionEntr
     }
   }
   if (!labels_path.empty()) {
-    std::istringstream ls(ReadFile(labels_path, 16 << 20));
-    for (std::string line; std::getline(ls, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      spec.labels.push_back(line);
-    }
+    spec.labels = SplitLines(ReadFile(labels_path, 16 << 20));
   } else if (!m.config.labels.empty()) {
     return InvalidError("labels file {} is missing", m.config.labels);
   }
