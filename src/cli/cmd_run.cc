@@ -1,7 +1,6 @@
 // ferry run MODEL [--input NAME=FILE]... [--output-dir DIR] [--threads N] [--json]
 //           [--prep SPEC] [--labels FILE] [--top-k K]
 // ferry run MODEL --test-data DIR [--rtol R] [--atol A]
-#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -10,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/map_json.h"
+#include "cli/output_files.h"
 #include "cli/tensor_files.h"
 #include "core/json_text.h"
 #include "core/lines.h"
@@ -41,32 +41,22 @@ struct Options {
   int top_k = 0;       // classes shown per row (0: 5 with --labels, else none)
 };
 
-// Class names, one per line (a trailing newline or CR ignored).
-Result<std::vector<std::string>> ReadLabels(const std::string& path) {
-  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
-  std::vector<std::string> out = SplitLines(bytes);
-  if (out.empty()) return InvalidError("--labels '{}' holds no class names", path);
-  return out;
-}
-
-// The top classes of each row of a classifier output ([N, C] float): index, label, score.
-nlohmann::json DecodeClassifier(const Tensor& t, int64_t k, const std::vector<std::string>& labels,
+// The top classes of each row of a classifier output, rendered: JSON rows, and a text line each.
+nlohmann::json RenderTopClasses(const Tensor& t, int64_t k, const std::vector<std::string>& labels,
                                 std::string* text) {
   nlohmann::json rows = nlohmann::json::array();
-  const int64_t n = t.dim(0), classes = t.dim(1);
-  std::vector<double> row(static_cast<size_t>(classes));
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t c = 0; c < classes; ++c) row[c] = t.GetAsDouble(r * classes + c);
-    nlohmann::json top = nlohmann::json::array();
+  const auto top = verify::TopClasses(t, k);
+  for (size_t r = 0; r < top.size(); ++r) {
+    nlohmann::json row = nlohmann::json::array();
     std::string line;
-    for (int64_t c : verify::TopK(row.data(), classes, k)) {
+    for (const auto& [c, score] : top[r]) {
       std::string label = c < static_cast<int64_t>(labels.size()) ? labels[c] : "";
-      top.push_back({{"index", c}, {"label", label}, {"score", row[c]}});
+      row.push_back({{"index", c}, {"label", label}, {"score", score}});
       line += fmt::format("{}{} {:.4g}", line.empty() ? "" : ", ",
-                          label.empty() ? std::to_string(c) : label, row[c]);
+                          label.empty() ? std::to_string(c) : label, score);
     }
     *text += fmt::format("  row {}: {}\n", r, line);
-    rows.push_back(top);
+    rows.push_back(row);
   }
   return rows;
 }
@@ -172,11 +162,13 @@ int RunOnce(const Options& o, Loaded& l) {
     if (!s.ok()) return ReportError(s.status());
     prep_spec = std::move(s).value();
   }
-  std::vector<std::string> labels;
+  std::vector<std::string> labels;  // class names, one per line
   if (!o.labels.empty()) {
-    auto lb = ReadLabels(o.labels);
-    if (!lb.ok()) return ReportError(lb.status());
-    labels = std::move(lb).value();
+    auto bytes = ReadFileBytes(o.labels);
+    if (!bytes.ok()) return ReportError(bytes.status());
+    labels = SplitLines(*bytes);
+    if (labels.empty())
+      return ReportError(InvalidError("--labels '{}' holds no class names", o.labels));
   }
   const int64_t top_k = o.top_k > 0 ? o.top_k : labels.empty() ? 0 : 5;
   std::vector<std::pair<std::string, Value>> feeds;
@@ -197,14 +189,9 @@ int RunOnce(const Options& o, Loaded& l) {
     }
     if (!seen.insert(name).second)
       return ReportError(UsageError("input '{}' is given twice", name));
-    const prep::InputSpec* steps = nullptr;
-    if (prep_spec)
-      for (const auto& in : prep_spec->inputs) steps = in.name == name ? &in : steps;
-    if (steps) {
+    if (const prep::InputSpec* steps = prep_spec ? prep::FindInput(*prep_spec, name) : nullptr) {
       // An image or CSV file through the spec's steps (the same code as `ferry prep run`).
-      auto bytes = ReadFileBytes(file);
-      if (!bytes.ok()) return ReportError(bytes.status());
-      auto t = prep::PreprocessInput(*steps, *bytes, file, &originals[name]);
+      auto t = prep::PreprocessFile(*steps, file, &originals[name]);
       if (!t.ok()) return ReportError(t.status());
       feeds.emplace_back(name, Value(std::move(t).value()));
       continue;
@@ -240,56 +227,24 @@ int RunOnce(const Options& o, Loaded& l) {
       jo["shape"] = v.tensor().shape();
     }
     if (!o.output_dir.empty()) {
-      std::string base = (fs::path(o.output_dir) / SanitizeFileName(g.outputs[k].name)).string();
-      if (v.is_tensor()) {
-        Status st = WriteFileAtomic(base + ".npy", SerializeNpy(v.tensor()));
-        if (!st.ok()) return ReportError(st);
-        jo["file"] = base + ".npy";
-      } else if (v.is_map() || v.is_map_sequence()) {
-        Status st = WriteFileAtomic(base + ".json", MapValueToJson(v));
-        if (!st.ok()) return ReportError(st);
-        jo["file"] = base + ".json";
-      } else if (v.is_sequence()) {
-        std::error_code ec;
-        fs::create_directories(base, ec);
-        for (size_t i = 0; i < v.sequence().size(); ++i) {
-          Status st = WriteFileAtomic((fs::path(base) / (std::to_string(i) + ".npy")).string(),
-                                      SerializeNpy(v.sequence()[i]));
-          if (!st.ok()) return ReportError(st);
-        }
-        jo["file"] = base + "/";
-      }
+      auto file = WriteOutputValue(
+          v, (fs::path(o.output_dir) / SanitizeFileName(g.outputs[k].name)).string());
+      if (!file.ok()) return ReportError(file.status());
+      if (!file->empty()) jo["file"] = *file;
     }
     std::string decoded;
     if (top_k > 0 && v.is_tensor() && verify::IsClassifierOutput(v.tensor()))
-      jo["top"] = DecodeClassifier(v.tensor(), top_k, labels, &decoded);
-    const prep::OutputSpec* post = nullptr;
-    if (prep_spec)
-      for (const auto& os : prep_spec->outputs) post = os.name == g.outputs[k].name ? &os : post;
+      jo["top"] = RenderTopClasses(v.tensor(), top_k, labels, &decoded);
+    const prep::OutputSpec* post =
+        prep_spec ? prep::FindOutput(*prep_spec, g.outputs[k].name) : nullptr;
     if (post && v.is_tensor()) {
-      const prep::InputSpec* in = nullptr;
-      for (const auto& i : prep_spec->inputs)
-        if (!in && (post->input.empty() || i.name == post->input)) in = &i;
-      const prep::ImageInfo* original = nullptr;
-      if (in && originals.count(in->name)) original = &originals[in->name];
-      auto d = prep::DecodeOutput(*prep_spec, *post, v.tensor(), original);
+      const prep::InputSpec* in = prep::BoxInput(*prep_spec, *post);
+      auto original = in ? originals.find(in->name) : originals.end();
+      auto d = prep::DecodeOutput(*prep_spec, *post, v.tensor(),
+                                  original == originals.end() ? nullptr : &original->second);
       if (!d.ok()) return ReportError(d.status());
       decoded += prep::FormatDecoded(*d);
-      if (post->kind == prep::OutputSpec::Kind::kCtc) {
-        jo["text"] = d->ctc.text;
-        jo["ids"] = d->ctc.ids;
-      } else {
-        nlohmann::json dets = nlohmann::json::array();
-        for (size_t i = 0; i < d->detections.size(); ++i) {
-          const prep::Detection& b = d->detections[i];
-          dets.push_back({{"box", {b.x1, b.y1, b.x2, b.y2}},
-                          {"score", b.score},
-                          {"class", b.cls},
-                          {"label", d->labels[i]}});
-        }
-        jo["detections"] = dets;
-        jo["boxes_in"] = d->mapped ? "original image" : "model input";
-      }
+      jo.update(nlohmann::json::parse(prep::DecodedJson(*d)));  // the keys ferry serve returns
     }
     jouts.push_back(jo);
     if (!o.json)

@@ -163,6 +163,18 @@ Result<CtcResult> CtcGreedy(const Tensor& probs, int64_t blank,
   return r;
 }
 
+const OutputSpec* FindOutput(const Spec& spec, const std::string& name) {
+  for (const auto& o : spec.outputs)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+const InputSpec* BoxInput(const Spec& spec, const OutputSpec& o) {
+  for (const auto& i : spec.inputs)
+    if (o.input.empty() || i.name == o.input) return &i;
+  return nullptr;
+}
+
 Result<DecodedOutput> DecodeOutput(const Spec& spec, const OutputSpec& o, const Tensor& value,
                                    const ImageInfo* original) {
   DecodedOutput d;
@@ -182,9 +194,7 @@ Result<DecodedOutput> DecodeOutput(const Spec& spec, const OutputSpec& o, const 
   auto r = DecodeYolo(value, opt);
   if (!r.ok()) return r.status().With("output '" + o.name + "'");
   d.detections = std::move(r).value();
-  const InputSpec* in = nullptr;
-  for (const auto& i : spec.inputs)
-    if (!in && (o.input.empty() || i.name == o.input)) in = &i;
+  const InputSpec* in = BoxInput(spec, o);
   if (in && original && original->height > 0 && in->image.resize && in->image.resize->letterbox) {
     ScaleBoxes(&d.detections, in->image.resize->height, in->image.resize->width, original->height,
                original->width);

@@ -57,6 +57,12 @@ struct CtcResult {
 Result<CtcResult> CtcGreedy(const Tensor& probs, int64_t blank,
                             const std::vector<std::string>& charset);
 
+// The spec's post-processing of the model output `name` (nullptr when it has none).
+const OutputSpec* FindOutput(const Spec& spec, const std::string& name);
+
+// The input whose images an output's boxes refer to: `o.input`, else the spec's first input.
+const InputSpec* BoxInput(const Spec& spec, const OutputSpec& o);
+
 // One model output through its OutputSpec. Detections: labels from the spec (else ""); with a
 // letterboxed `input` (the spec's first input when unnamed) and its original image size known,
 // boxes in the original image's pixels (`mapped`), else in the model input's.

@@ -228,6 +228,17 @@ Result<Tensor> PreprocessInput(const InputSpec& in, std::string_view bytes, cons
   return Preprocess(in.image, bytes, what, info);
 }
 
+const InputSpec* FindInput(const Spec& spec, const std::string& name) {
+  for (const auto& in : spec.inputs)
+    if (in.name == name) return &in;
+  return nullptr;
+}
+
+Result<Tensor> PreprocessFile(const InputSpec& in, const std::string& path, ImageInfo* info) {
+  FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+  return PreprocessInput(in, bytes, path, info);
+}
+
 Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
                                                  const std::vector<std::string>& paths) {
   if (paths.empty()) return InvalidError("no input files given");

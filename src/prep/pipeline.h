@@ -42,6 +42,12 @@ struct NamedTensor {
 Result<Tensor> PreprocessInput(const InputSpec& in, std::string_view bytes, const std::string& what,
                                ImageInfo* info = nullptr);
 
+// The spec's input of that name (nullptr when the spec has none).
+const InputSpec* FindInput(const Spec& spec, const std::string& name);
+// A file (an image, or a CSV for a table input) read and run through one input's steps.
+Result<Tensor> PreprocessFile(const InputSpec& in, const std::string& path,
+                              ImageInfo* info = nullptr);
+
 // Tensors of equal shape but the first axis, concatenated on it (strings too).
 Tensor StackRows(const std::vector<Tensor>& tensors);
 

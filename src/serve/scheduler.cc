@@ -207,10 +207,7 @@ Error Executor::Preprocess(InferRequest* request) const {
   if (!spec_.prep) return Error::Ok();
   for (auto& in : request->inputs) {
     if (in.tensor.dtype() != DType::kString) continue;
-    const prep::InputSpec* steps = nullptr;
-    for (const auto& s : spec_.prep->inputs) {
-      if (s.name == in.name) steps = &s;
-    }
+    const prep::InputSpec* steps = prep::FindInput(*spec_.prep, in.name);
     if (!steps) continue;
     if (steps->is_table()) {
       // Each BYTES element a CSV document (header and rows): the rows, concatenated.
@@ -446,9 +443,7 @@ const prep::OutputSpec* Executor::DecodedOutput(const std::string& name) const {
 Result<Tensor> Executor::Decode(const prep::OutputSpec& post, const Tensor& t, int64_t rows,
                                 const InferRequest& request) const {
   // The image input the boxes refer to, and the sizes of the images the client sent for it.
-  const prep::InputSpec* in = nullptr;
-  for (const auto& i : spec_.prep->inputs)
-    if (!in && (post.input.empty() || i.name == post.input)) in = &i;
+  const prep::InputSpec* in = prep::BoxInput(*spec_.prep, post);
   const std::vector<std::pair<int64_t, int64_t>>* sizes = nullptr;
   if (in) {
     auto it = request.raw_image_sizes.find(in->name);

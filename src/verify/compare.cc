@@ -153,6 +153,17 @@ std::vector<int64_t> TopK(const double* row, int64_t classes, int64_t k) {
   return idx;
 }
 
+std::vector<std::vector<std::pair<int64_t, double>>> TopClasses(const Tensor& t, int64_t k) {
+  const int64_t n = t.dim(0), classes = t.dim(1);
+  std::vector<std::vector<std::pair<int64_t, double>>> out(static_cast<size_t>(n));
+  std::vector<double> row(static_cast<size_t>(classes));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < classes; ++c) row[c] = t.GetAsDouble(r * classes + c);
+    for (int64_t c : TopK(row.data(), classes, k)) out[r].emplace_back(c, row[c]);
+  }
+  return out;
+}
+
 void ClassifierStats::Add(const Tensor& ref, const Tensor& cand, const int64_t* labels) {
   if (!IsClassifierOutput(ref) || ref.shape() != cand.shape()) return;
   int64_t n = ref.dim(0), classes = ref.dim(1);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -81,6 +82,8 @@ bool IsClassifierOutput(const Tensor& t);
 
 // Indices of the k largest values of row (ties: lower index first; NaN ranks lowest).
 std::vector<int64_t> TopK(const double* row, int64_t classes, int64_t k);
+// Per row of a classifier output (IsClassifierOutput): its k best (class, score), TopK's order.
+std::vector<std::vector<std::pair<int64_t, double>>> TopClasses(const Tensor& t, int64_t k);
 
 // Top-1 / top-k agreement of a candidate classifier output with the reference, and with labels
 // the accuracy of each side overall and per class.
