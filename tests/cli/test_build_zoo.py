@@ -9,7 +9,6 @@ by name and the spec.
     /usr/bin/python3 tests/cli/test_build_zoo.py --ferry build/src/ferry --zoo build/models/zoo --work DIR
 """
 import argparse
-import hashlib
 import os
 import shutil
 import sys
@@ -18,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from clilib import check, ferry, summary  # noqa: E402
+from test_build import sha256, tree  # noqa: E402
 
 RESNET = """name: resnet18
 version: 1.0.0
@@ -75,11 +75,6 @@ fallback: int8
 """
 
 
-def sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def project(root, zoo_model, config, extra=None):
     shutil.copytree(zoo_model, root)
     with open(os.path.join(root, "ferry.yaml"), "w") as f:
@@ -105,16 +100,6 @@ def resnet_extra(root):
         xs.append(((np.asarray(im, np.float32) / 255 - mean) / std).transpose(2, 0, 1))
     os.makedirs(os.path.join(root, "calib"))
     np.save(os.path.join(root, "calib", "image.npy"), np.stack(xs).astype(np.float32))
-
-
-def tree(dir_):
-    out = {}
-    for base, _, files in os.walk(dir_):
-        for n in files:
-            p = os.path.join(base, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, dir_)] = f.read()
-    return out
 
 
 def build_twice(args, work, name, zoo_model, config, extra=None):
