@@ -27,13 +27,8 @@ import torchvision
 from onnx import TensorProto, helper
 from PIL import Image
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from clilib import check, summary  # noqa: E402
 
 
 def identity_model(path, raw_shape, out_name):
@@ -254,11 +249,7 @@ def main():
     test_nms_alone(args, work)
     test_ctc(args, work)
     test_spec_errors(args, work)
-    if failures:
-        print(f"\n{len(failures)} failure(s)")
-        return 1
-    print("\nall decode checks passed")
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ fields are one error line with exit 3.
 """
 import argparse
 import csv
-import io
 import os
 import shutil
 import subprocess
@@ -17,13 +16,8 @@ import sys
 
 import numpy as np
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from clilib import check, summary  # noqa: E402
 
 
 def run(args, *cmd):
@@ -188,11 +182,7 @@ def main():
     check(r.returncode == 3 and "all images or all tables" in r.stderr,
           f"a spec mixing image and table inputs is refused ({r.stderr.strip()})")
 
-    if failures:
-        print(f"\n{len(failures)} failure(s)")
-        return 1
-    print("\nall table checks passed")
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":
