@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The reference side of `ferry prep check`: a prep spec's image inputs through the library
-its resize filter names (Pillow or OpenCV), the same steps in the same order as Ferry's
-pipeline (src/prep/README.md), written as one .npy per input.
+its resize filter names (Pillow, OpenCV, or torchvision fed by Pillow), the same steps in the
+same order as Ferry's pipeline (src/prep/README.md), written as one .npy per input.
+torchvision's resize runs in Debian's python (FERRY_TORCH_PYTHON, default /usr/bin/python3)
+through tools/torchvision_resize.py, one worker process for the whole run.
 
     prep_reference.py --spec SPEC.json --out DIR IMAGE...
 
@@ -13,7 +15,9 @@ Also imported by tests/prep/test_prep.py (reference_array).
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -32,22 +36,58 @@ CV2_FILTERS = {
     "cv2_area": "INTER_AREA",
 }
 
+# torchvision.transforms.functional.resize of a uint8 tensor, bilinear: antialias False / True.
+TV_FILTERS = {
+    "torchvision_bilinear": False,
+    "torchvision_bilinear_aa": True,
+}
+
 
 def library_of(image_spec):
+    """Whose decoder and gray conversion: torchvision's filters are fed by Pillow."""
     r = image_spec.get("resize")
     if r:
-        return "pil" if r["filter"].startswith("pil_") else "cv2"
+        return "cv2" if r["filter"].startswith("cv2_") else "pil"
     return image_spec.get("library", "pil")
 
 
 def target_size(h, w, resize):
-    """(H, W) after resize: a fixed size, or torchvision's Resize(int) on the shorter side."""
+    """(H, W) after resize: a fixed size, or torchvision's _compute_resized_output_size with
+    the shorter side (Resize(int)) and/or max_size as longer_side (src/prep/spec.h)."""
     if "size" in resize:
         return resize["size"][0], resize["size"][1]
-    n = resize["shorter_side"]
-    if w <= h:
-        return int(n * h / w), n
-    return n, int(n * w / h)
+    n, m = resize.get("shorter_side"), resize.get("longer_side")
+    short, long = (w, h) if w <= h else (h, w)
+    if n:
+        new_short, new_long = n, int(n * long / short)
+        if m and new_long > m:
+            new_short, new_long = int(m * new_short / new_long), m
+    else:
+        new_short, new_long = int(m * short / long), m
+    return (new_long, new_short) if w <= h else (new_short, new_long)
+
+
+_tv_worker = None
+
+
+def torchvision_resize(arr, h, w, antialias):
+    """torchvision 0.14's F.resize of `arr` (uint8 HWC or HW) as a CHW tensor, in Debian's
+    python; the worker (tools/torchvision_resize.py) is started once and kept."""
+    global _tv_worker
+    if _tv_worker is None:
+        py = os.environ.get("FERRY_TORCH_PYTHON", "/usr/bin/python3")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchvision_resize.py")
+        _tv_worker = subprocess.Popen([py, script], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "in.npy"), os.path.join(d, "out.npy")
+        np.save(src, np.ascontiguousarray(arr))
+        _tv_worker.stdin.write(f"{src} {dst} {h} {w} {1 if antialias else 0}\n")
+        _tv_worker.stdin.flush()
+        answer = _tv_worker.stdout.readline().strip()
+        if answer != "ok":
+            raise SystemExit(f"prep_reference: torchvision resize failed: {answer or 'no answer'}")
+        return np.load(dst)
 
 
 def decode_pil(path, image_spec):
@@ -57,6 +97,13 @@ def decode_pil(path, image_spec):
     im.load()
     if image_spec["decode"]["exif"] == "apply":
         im = ImageOps.exif_transpose(im)
+    alpha = image_spec.get("alpha", "drop")
+    if isinstance(alpha, dict) and (im.mode in ("RGBA", "LA", "PA", "RGBa", "La")
+                                    or "transparency" in im.info):
+        # Composited on the stated colour: Image.alpha_composite over an opaque background.
+        im = im.convert("RGBA")
+        bg = Image.new("RGBA", im.size, tuple(alpha["composite"]) + (255,))
+        im = Image.alpha_composite(bg, im)
     return im.convert("L" if image_spec["color"] == "gray" else "RGB")
 
 
@@ -95,10 +142,14 @@ def pixels(path, image_spec):
 
             im = decode_pil(path, image_spec)
             nh, nw, pad = letterbox_size(im.height, im.width, resize)
-            if (nh, nw) != (im.height, im.width):
+            if (nh, nw) == (im.height, im.width):
+                arr = np.asarray(im)
+            elif resize["filter"] in TV_FILTERS:
+                arr = torchvision_resize(np.asarray(im), nh, nw, TV_FILTERS[resize["filter"]])
+            else:
                 im = im.resize((nw, nh), resample=getattr(Image.Resampling,
                                                           PIL_FILTERS[resize["filter"]]))
-            arr = np.asarray(im)
+                arr = np.asarray(im)
         else:
             import cv2
 
@@ -127,11 +178,17 @@ def pixels(path, image_spec):
         from PIL import Image
 
         im = decode_pil(path, image_spec)
-        if resize:
+        if resize and resize["filter"] in TV_FILTERS:
             h, w = target_size(im.height, im.width, resize)
-            flt = getattr(Image.Resampling, PIL_FILTERS[resize["filter"]])
-            im = im.resize((w, h), resample=flt)
-        arr = np.asarray(im)
+            arr = np.asarray(im)
+            if (h, w) != arr.shape[:2]:
+                arr = torchvision_resize(arr, h, w, TV_FILTERS[resize["filter"]])
+        else:
+            if resize:
+                h, w = target_size(im.height, im.width, resize)
+                flt = getattr(Image.Resampling, PIL_FILTERS[resize["filter"]])
+                im = im.resize((w, h), resample=flt)
+            arr = np.asarray(im)
     else:
         import cv2
 
@@ -176,7 +233,15 @@ def reference_array(path, image_spec):
     return np.ascontiguousarray(arr)
 
 
-def library_version(lib):
+def library_version(lib, image_spec=None):
+    r = (image_spec or {}).get("resize") or {}
+    if r.get("filter") in TV_FILTERS:
+        import PIL
+
+        py = os.environ.get("FERRY_TORCH_PYTHON", "/usr/bin/python3")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchvision_resize.py")
+        v = subprocess.run([py, script, "--versions"], capture_output=True, text=True).stdout
+        return f"Pillow {PIL.__version__} + {v.strip()}"
     if lib == "pil":
         import PIL
 
@@ -201,7 +266,7 @@ def main():
         t = np.concatenate(arrays, axis=0) if s.get("batch", True) else arrays[0]
         name = inp["name"].replace("/", "_").replace(":", "_")
         np.save(os.path.join(a.out, name + ".npy"), t)
-        info[inp["name"]] = library_version(library_of(s))
+        info[inp["name"]] = library_version(library_of(s), s)
     with open(os.path.join(a.out, "reference.json"), "w") as f:
         json.dump(info, f)
     return 0

@@ -148,7 +148,21 @@ struct PngState {
   png_uint_32 width = 0, height = 0;
   bool too_large = false;
   bool bad_channels = false;
+  bool composite = false;  // in: composite alpha on `background`
+  uint8_t background[3] = {255, 255, 255};
 };
+
+// Pillow's Image.alpha_composite (libImaging/AlphaComposite.c, PRECISION_BITS 7) of one RGBA
+// pixel over an opaque background colour; the result is opaque.
+uint8_t AlphaOver(uint32_t src, uint32_t alpha, uint32_t bg) {
+  if (alpha == 0) return static_cast<uint8_t>(bg);
+  const uint32_t blend = 255 * (255 - alpha);
+  const uint32_t outa255 = alpha * 255 + blend;
+  const uint32_t coef1 = alpha * 255 * 255 * (1u << 7) / outa255;
+  const uint32_t coef2 = 255 * (1u << 7) - coef1;
+  const uint32_t t = src * coef1 + bg * coef2 + (0x80u << 7);
+  return static_cast<uint8_t>((((t >> 8) + t) >> 8) >> 7);
+}
 
 [[noreturn]] void PngError(png_structp png, png_const_charp msg) {
   auto* st = static_cast<PngState*>(png_get_error_ptr(png));
@@ -194,21 +208,41 @@ bool RunPng(PngState* st) {
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(st->png);
   if (color_type == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(st->png);
   if (bit_depth == 16) png_set_strip_16(st->png);
-  png_set_strip_alpha(st->png);
+  const bool has_trns = png_get_valid(st->png, st->info, PNG_INFO_tRNS) != 0;
+  const bool composite = st->composite && ((color_type & PNG_COLOR_MASK_ALPHA) != 0 || has_trns);
+  if (composite) {
+    if (has_trns) png_set_tRNS_to_alpha(st->png);
+    if ((color_type & PNG_COLOR_MASK_COLOR) == 0) png_set_gray_to_rgb(st->png);
+  } else {
+    png_set_strip_alpha(st->png);
+  }
   png_set_interlace_handling(st->png);
   png_read_update_info(st->png, st->info);
   int channels = png_get_channels(st->png, st->info);
-  if ((channels != 1 && channels != 3) || png_get_bit_depth(st->png, st->info) != 8) {
+  if ((composite ? channels != 4 : (channels != 1 && channels != 3)) ||
+      png_get_bit_depth(st->png, st->info) != 8) {
     st->bad_channels = true;
     png_destroy_read_struct(&st->png, &st->info, nullptr);
     return false;
   }
-  st->image = Image(st->height, st->width, channels);
+  // With compositing the RGBA rows land in a temporary and are blended into RGB.
+  std::vector<uint8_t> rgba;
+  st->image = Image(st->height, st->width, composite ? 3 : channels);
+  if (composite) rgba.resize(static_cast<size_t>(st->height) * st->width * 4);
   st->rows.resize(st->height);
-  for (png_uint_32 y = 0; y < st->height; ++y) st->rows[y] = st->image.row(y);
+  for (png_uint_32 y = 0; y < st->height; ++y)
+    st->rows[y] =
+        composite ? rgba.data() + static_cast<size_t>(y) * st->width * 4 : st->image.row(y);
   png_read_image(st->png, st->rows.data());
   png_read_end(st->png, nullptr);
   png_destroy_read_struct(&st->png, &st->info, nullptr);
+  if (composite) {
+    const size_t n = static_cast<size_t>(st->height) * st->width;
+    uint8_t* d = st->image.pixels.data();
+    for (size_t i = 0; i < n; ++i)
+      for (int k = 0; k < 3; ++k)
+        d[i * 3 + k] = AlphaOver(rgba[i * 4 + k], rgba[i * 4 + 3], st->background[k]);
+  }
   return true;
 }
 
@@ -216,6 +250,8 @@ Result<Image> DecodePng(std::string_view bytes, const DecodeOptions& o, const st
   auto st = std::make_unique<PngState>();
   st->data = bytes;
   st->max_pixels = o.max_pixels;
+  st->composite = o.composite_alpha;
+  std::memcpy(st->background, o.background, 3);
   if (!RunPng(st.get())) {
     if (st->too_large) return TooLarge(what, "PNG", st->width, st->height, o.max_pixels);
     if (st->bad_channels) return InvalidError("{}: PNG pixel layout not supported", what);

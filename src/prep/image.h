@@ -27,10 +27,18 @@ struct DecodeOptions {
   bool apply_exif = true;  // JPEG: rotate/flip by the EXIF Orientation tag (APP1)
   // A header claiming more pixels than this is refused before anything is allocated.
   int64_t max_pixels = 100'000'000;
+  // PNG alpha (an alpha channel or tRNS transparency): dropped (false), or composited on the
+  // opaque RGB `background` as Pillow's Image.alpha_composite(background, image) computes it:
+  // out = a == 0 ? bg : (((t >> 8) + t) >> 8) >> 7 with t = 128 (src a + bg (255 - a)) + 2^14;
+  // such an image decodes to RGB (a gray one is replicated first). Images without alpha and
+  // JPEGs are unaffected.
+  bool composite_alpha = false;
+  uint8_t background[3] = {255, 255, 255};
 };
 
 // Decodes PNG or JPEG bytes to 8-bit gray (1 channel) or RGB (3 channels): palette images
-// expand to RGB, alpha is dropped, 16-bit samples keep their high byte, gray+alpha is gray.
+// expand to RGB, alpha is dropped (or composited, see DecodeOptions), 16-bit samples keep their
+// high byte, gray+alpha is gray.
 // `what` names the source in messages. Errors (kInvalid): empty, truncated or corrupt data,
 // a header over max_pixels; another format, named from its magic bytes, or a
 // CMYK/YCCK JPEG, also kInvalid (exit 3, as every bad input). Never crashes on hostile input.

@@ -16,14 +16,36 @@ namespace ferry::prep {
 
 namespace {
 
-// torchvision's Resize(int): the shorter side becomes n, the longer int(n * long / short).
-std::pair<int64_t, int64_t> ShorterSide(int64_t h, int64_t w, int64_t n) {
-  if (w <= h) {
-    int64_t long_side = static_cast<int64_t>(static_cast<double>(n * h) / static_cast<double>(w));
-    return {long_side, n};
+// torchvision's _compute_resized_output_size(image_size, [shorter], max_size=longer) as (H, W)
+// (spec.h ResizeSpec): Python's int() of true divisions, which double reproduces exactly.
+std::pair<int64_t, int64_t> KeepAspect(int64_t h, int64_t w, int64_t shorter, int64_t longer) {
+  const int64_t short_side = w <= h ? w : h, long_side = w <= h ? h : w;
+  int64_t new_short, new_long;
+  if (shorter > 0) {
+    new_short = shorter;
+    new_long = static_cast<int64_t>(static_cast<double>(shorter * long_side) /
+                                    static_cast<double>(short_side));
+    if (longer > 0 && new_long > longer) {
+      new_short = static_cast<int64_t>(static_cast<double>(longer * new_short) /
+                                       static_cast<double>(new_long));
+      new_long = longer;
+    }
+  } else {
+    new_long = longer;
+    new_short = static_cast<int64_t>(static_cast<double>(longer * short_side) /
+                                     static_cast<double>(long_side));
   }
-  int64_t long_side = static_cast<int64_t>(static_cast<double>(n * w) / static_cast<double>(h));
-  return {n, long_side};
+  if (w <= h) return {new_long, new_short};
+  return {new_short, new_long};
+}
+
+DecodeOptions DecodeOptionsFor(const ImageSpec& spec) {
+  DecodeOptions o;
+  o.apply_exif = spec.exif == ExifMode::kApply;
+  o.max_pixels = spec.max_pixels;
+  o.composite_alpha = spec.composite_alpha;
+  std::copy(spec.background, spec.background + 3, o.background);
+  return o;
 }
 
 // Python's round() (ties to even) of a non-negative half-integer or integer.
@@ -85,8 +107,9 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     img = &tmp;
   } else if (spec.resize) {
     int64_t h = spec.resize->height, w = spec.resize->width;
-    if (spec.resize->shorter_side) {
-      auto hw = ShorterSide(img->height, img->width, spec.resize->shorter_side);
+    if (spec.resize->keep_aspect()) {
+      auto hw =
+          KeepAspect(img->height, img->width, spec.resize->shorter_side, spec.resize->longer_side);
       h = hw.first;
       w = hw.second;
     }
@@ -160,9 +183,7 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
 
 Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what,
                           ImageInfo* info) {
-  DecodeOptions o;
-  o.apply_exif = spec.exif == ExifMode::kApply;
-  o.max_pixels = spec.max_pixels;
+  const DecodeOptions o = DecodeOptionsFor(spec);
   FERRY_ASSIGN_OR_RETURN(Image img, DecodeImage(bytes, o, what));
   if (info) *info = {img.height, img.width};
   return PreprocessImage(spec, img, what);
@@ -180,9 +201,7 @@ Result<PrepTiming> TimePreprocess(const ImageSpec& spec, std::string_view bytes,
   };
   PrepTiming t;
   t.runs = std::max(1, runs);
-  DecodeOptions o;
-  o.apply_exif = spec.exif == ExifMode::kApply;
-  o.max_pixels = spec.max_pixels;
+  const DecodeOptions o = DecodeOptionsFor(spec);
   for (int i = 0; i < warmup; ++i) FERRY_RETURN_IF_ERROR(Preprocess(spec, bytes, what).status());
   std::vector<double> decode, total;
   for (int i = 0; i < t.runs; ++i) {

@@ -559,6 +559,10 @@ Image Resize(const Image& in, int64_t out_height, int64_t out_width, Filter filt
       return PilResample(in, oh, ow, {PilLanczos, 3.0});
     case Filter::kPilBox:
       return PilResample(in, oh, ow, {PilBox, 0.5});
+    case Filter::kTorchvisionBilinear:
+      return TorchvisionResize(in, oh, ow, /*antialias=*/false);
+    case Filter::kTorchvisionBilinearAa:
+      return TorchvisionResize(in, oh, ow, /*antialias=*/true);
     default:
       return CvResize(in, oh, ow, filter);
   }

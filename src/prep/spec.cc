@@ -369,8 +369,8 @@ class Parser {
   Result<ImageSpec> Image(const Entry& e, const std::string& path) {
     ImageSpec s;
     FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path,
-                                       {"decode", "color", "library", "resize", "crop", "scale",
-                                        "mean", "std", "layout", "batch", "dtype"}));
+                                       {"decode", "color", "alpha", "library", "resize", "crop",
+                                        "scale", "mean", "std", "layout", "batch", "dtype"}));
     // decode: exif is stated, never implied.
     FERRY_ASSIGN_OR_RETURN(Entry decode, Required(m, "decode", path, e.line));
     std::string dpath = path + ".decode";
@@ -384,21 +384,53 @@ class Parser {
     FERRY_ASSIGN_OR_RETURN(Entry color, Required(m, "color", path, e.line));
     FERRY_ASSIGN_OR_RETURN(std::string c, Choice(color, path + ".color", {"rgb", "bgr", "gray"}));
     s.color = c == "rgb" ? Color::kRgb : c == "bgr" ? Color::kBgr : Color::kGray;
+    if (auto* a = Optional(m, "alpha")) {
+      // alpha: drop | {composite: [R, G, B]}
+      std::string apath = path + ".alpha";
+      if (a->node.IsScalar()) {
+        FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*a, apath, {"drop"}));
+        (void)v;
+      } else {
+        FERRY_ASSIGN_OR_RETURN(Map am, Open(*a, apath, {"composite"}));
+        FERRY_ASSIGN_OR_RETURN(Entry comp, Required(am, "composite", apath, a->line));
+        if (!comp.node.IsSequence() || comp.node.size() != 3)
+          return Expected(comp, apath + ".composite", "a list of 3 integers (R, G, B) in [0, 255]");
+        for (int k = 0; k < 3; ++k) {
+          Entry item{comp.node[k], LineOf(comp.node[k], comp.line)};
+          FERRY_ASSIGN_OR_RETURN(int64_t v,
+                                 Int(item, fmt::format("{}.composite[{}]", apath, k), 0, 255));
+          s.background[k] = static_cast<uint8_t>(v);
+        }
+        s.composite_alpha = true;
+      }
+    }
     if (auto* r = Optional(m, "resize")) {
       std::string rpath = path + ".resize";
       FERRY_ASSIGN_OR_RETURN(
-          Map rm, Open(*r, rpath, {"size", "shorter_side", "filter", "fit", "pad_value"}));
+          Map rm,
+          Open(*r, rpath, {"size", "shorter_side", "longer_side", "filter", "fit", "pad_value"}));
       ResizeSpec rs;
       const Entry* size = Optional(rm, "size");
       const Entry* shorter = Optional(rm, "shorter_side");
-      if ((size != nullptr) == (shorter != nullptr))
-        return Error(r->line, rpath, "expected exactly one of size: [H, W] and shorter_side: N");
+      const Entry* longer = Optional(rm, "longer_side");
+      if ((size != nullptr) == (shorter != nullptr || longer != nullptr))
+        return Error(r->line, rpath,
+                     "expected exactly one of size: [H, W] and shorter_side: N / longer_side: M");
       if (size) {
         FERRY_ASSIGN_OR_RETURN(auto hw, Size(*size, rpath + ".size"));
         rs.height = hw.first;
         rs.width = hw.second;
-      } else {
+      }
+      if (shorter) {
         FERRY_ASSIGN_OR_RETURN(rs.shorter_side, Int(*shorter, rpath + ".shorter_side", 1, 65536));
+      }
+      if (longer) {
+        FERRY_ASSIGN_OR_RETURN(rs.longer_side, Int(*longer, rpath + ".longer_side", 1, 65536));
+        if (shorter && rs.longer_side <= rs.shorter_side)
+          return Error(longer->line, rpath + ".longer_side",
+                       fmt::format("must be greater than shorter_side ({}), as torchvision's "
+                                   "max_size must",
+                                   rs.shorter_side));
       }
       FERRY_ASSIGN_OR_RETURN(Entry filter, Required(rm, "filter", rpath, r->line));
       std::vector<std::string> names;
@@ -535,7 +567,7 @@ int64_t TableSpec::width() const {
 
 std::vector<int64_t> OutputShape(const ImageSpec& spec) {
   int64_t c = spec.color == Color::kGray ? 1 : 3, h = -1, w = -1;
-  if (spec.resize && spec.resize->shorter_side == 0) {
+  if (spec.resize && !spec.resize->keep_aspect()) {
     h = spec.resize->height;
     w = spec.resize->width;
   }
@@ -587,13 +619,16 @@ std::string SpecToJson(const Spec& spec) {
     im["decode"] = {{"exif", s.exif == ExifMode::kApply ? "apply" : "ignore"},
                     {"max_pixels", s.max_pixels}};
     im["color"] = s.color == Color::kRgb ? "rgb" : s.color == Color::kBgr ? "bgr" : "gray";
+    if (s.composite_alpha)
+      im["alpha"] = {{"composite", {s.background[0], s.background[1], s.background[2]}}};
+    else
+      im["alpha"] = "drop";
     im["library"] = LibraryName(s.library);
     if (s.resize) {
       nlohmann::json r;
-      if (s.resize->shorter_side)
-        r["shorter_side"] = s.resize->shorter_side;
-      else
-        r["size"] = {s.resize->height, s.resize->width};
+      if (s.resize->shorter_side) r["shorter_side"] = s.resize->shorter_side;
+      if (s.resize->longer_side) r["longer_side"] = s.resize->longer_side;
+      if (!s.resize->keep_aspect()) r["size"] = {s.resize->height, s.resize->width};
       r["filter"] = FilterName(s.resize->filter);
       if (s.resize->letterbox) {
         r["fit"] = "letterbox";

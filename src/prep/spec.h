@@ -24,7 +24,7 @@ inline constexpr int kNumFilters = 0
 #include "prep/filters.inc"
 #undef FERRY_PREP_FILTER
     ;
-static_assert(kNumFilters == 10, "filters.inc: update kNumFilters' users (README, tests)");
+static_assert(kNumFilters == 12, "filters.inc: update kNumFilters' users (README, tests)");
 
 enum class Library { kPil, kCv2 };
 
@@ -39,11 +39,16 @@ enum class Color { kRgb, kBgr, kGray };
 enum class Layout { kHwc, kChw };
 
 struct ResizeSpec {
-  // Exactly one of size ([H, W]) and shorter_side (> 0: the shorter side becomes N, the other
-  // scaled to keep the aspect ratio, the longer side int(N * long / short), as torchvision computes
-  // it).
+  // Either size ([H, W]) or keep-aspect sides (torchvision's _compute_resized_output_size):
+  // shorter_side N alone: the shorter side becomes N, the longer int(N * long / short);
+  // with longer_side M too (M > N): torchvision's Resize(N, max_size=M): when that longer side
+  // exceeds M, the longer side becomes M and the shorter int(M * N / int(N * long / short));
+  // longer_side M alone: the longer side becomes M, the shorter int(M * short / long)
+  // (the same max_size arithmetic with the image's own shorter side as N, applied always).
   int64_t height = 0, width = 0;
   int64_t shorter_side = 0;
+  int64_t longer_side = 0;
+  bool keep_aspect() const { return shorter_side > 0 || longer_side > 0; }
   Filter filter = Filter::kPilBilinear;
   // fit: letterbox (with size only): the image scaled by r = min(H / h, W / w) to
   // (round(h * r), round(w * r)) (Python's round, ties to even), then padded with pad_value on
@@ -57,6 +62,10 @@ struct ImageSpec {
   ExifMode exif = ExifMode::kApply;
   int64_t max_pixels = 100'000'000;  // a larger header is refused before allocating
   Color color = Color::kRgb;
+  // alpha (PNG alpha, or tRNS transparency): dropped (false), or composited on `background`
+  // (opaque RGB) as Pillow's Image.alpha_composite computes it, right after decoding.
+  bool composite_alpha = false;
+  uint8_t background[3] = {255, 255, 255};
   // `library`: whose gray conversion (and, without a resize, whose decoder `ferry prep check`
   // compares against): the resize filter's, else as given, else Pillow.
   Library library = Library::kPil;
@@ -133,8 +142,8 @@ Result<Spec> ParseSpec(const std::string& text, const std::string& path);
 Result<Spec> LoadSpec(const std::string& path);
 
 // The dims of the tensor an input's steps produce: [1,] C, H, W in the spec's layout; -1 where
-// the spec does not fix a dim (no resize or crop: the image's own size; shorter_side: the
-// longer side follows the image's aspect ratio).
+// the spec does not fix a dim (no resize or crop: the image's own size; shorter_side /
+// longer_side: both follow the image's aspect ratio).
 std::vector<int64_t> OutputShape(const ImageSpec& spec);
 
 // The spec as one JSON document, every default filled in (what the reference script reads).

@@ -111,10 +111,34 @@ TEST(PrepSpec, FilterNamesRoundTrip) {
   EXPECT_FALSE(ParseFilter("bilinear").has_value());
 }
 
+TEST(PrepSpec, KeepAspectSidesAndAlphaComposite) {
+  auto r = ParseSpec(Minimal("      alpha: {composite: [255, 128, 0]}\n"
+                             "      resize: {longer_side: 512, filter: torchvision_bilinear_aa}\n"),
+                     "spec.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const ImageSpec& s = r->inputs[0].image;
+  EXPECT_TRUE(s.composite_alpha);
+  EXPECT_EQ(s.background[1], 128);
+  EXPECT_EQ(s.resize->longer_side, 512);
+  EXPECT_EQ(s.resize->shorter_side, 0);
+  EXPECT_EQ(s.resize->filter, Filter::kTorchvisionBilinearAa);
+  EXPECT_EQ(s.library, Library::kPil);
+  auto again = ParseSpec(SpecToJson(*r), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(SpecToJson(*again), SpecToJson(*r));
+  auto both = ParseSpec(Minimal("      resize: {shorter_side: 224, longer_side: 300, filter: "
+                                "torchvision_bilinear}\n"),
+                        "spec.yaml");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(both->inputs[0].image.resize->shorter_side, 224);
+  EXPECT_EQ(both->inputs[0].image.resize->longer_side, 300);
+  EXPECT_FALSE(both->inputs[0].image.composite_alpha);
+}
+
 TEST(PrepSpec, UnknownKeyNamesKeyAndLine) {
   EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_box, antialias: true}\n")),
             "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
-            "shorter_side, filter, fit, pad_value)");
+            "shorter_side, longer_side, filter, fit, pad_value)");
   EXPECT_EQ(ErrorOf("inputs: []\nmodel: m.onnx\n"),
             "spec.yaml:2: model: unknown key (expected one of: version, inputs, outputs)");
   EXPECT_NE(ErrorOf(Minimal("      colour: rgb\n"))
@@ -152,7 +176,19 @@ TEST(PrepSpec, MissingAndConflictingKeys) {
             "spec.yaml:4: inputs[0].image.color: missing (required)");
   EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], shorter_side: 4, filter: pil_box}\n")),
             "spec.yaml:6: inputs[0].image.resize: expected exactly one of size: [H, W] and "
-            "shorter_side: N");
+            "shorter_side: N / longer_side: M");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {shorter_side: 256, longer_side: 256, filter: "
+                            "torchvision_bilinear}\n")),
+            "spec.yaml:6: inputs[0].image.resize.longer_side: must be greater than shorter_side "
+            "(256), as torchvision's max_size must");
+  EXPECT_EQ(ErrorOf(Minimal("      alpha: keep\n")),
+            "spec.yaml:6: inputs[0].image.alpha: expected drop, got 'keep'");
+  EXPECT_EQ(ErrorOf(Minimal("      alpha: {composite: [255, 255]}\n")),
+            "spec.yaml:6: inputs[0].image.alpha.composite: expected a list of 3 integers (R, G, "
+            "B) in [0, 255], got a list");
+  EXPECT_EQ(ErrorOf(Minimal("      alpha: {composite: [255, 256, 0]}\n")),
+            "spec.yaml:6: inputs[0].image.alpha.composite[1]: expected an integer in [0, 255], "
+            "got '256'");
   EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4]}\n")),
             "spec.yaml:6: inputs[0].image.resize.filter: missing (required)");
   EXPECT_EQ(

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""`ferry prep run` / `ferry prep check` against Pillow and OpenCV (the project venv).
+"""`ferry prep run` / `ferry prep check` against Pillow and OpenCV (the project venv), and
+torchvision's tensor resize (Debian's torch 1.13 / torchvision 0.14, through
+tools/torchvision_resize.py run by --skimage-python).
 
 Photos from scikit-image (Debian's, via /usr/bin/python3: astronaut, coffee, chelsea, camera)
 written as PNG and JPEG (quality 75 and 95, and 4:4:4 at 90), plus a JPEG with EXIF
@@ -29,7 +31,7 @@ import prep_reference as ref  # noqa: E402
 
 PHOTOS = ["astronaut", "coffee", "chelsea", "camera"]
 FACTORS = [("down2", 1 / 2), ("down3.7", 1 / 3.7), ("down8", 1 / 8), ("up1.5", 1.5)]
-FILTERS = list(ref.PIL_FILTERS) + list(ref.CV2_FILTERS)
+FILTERS = list(ref.PIL_FILTERS) + list(ref.CV2_FILTERS) + list(ref.TV_FILTERS)
 EXACT_FILTERS = {"pil_nearest", "cv2_nearest", "cv2_nearest_exact"}
 
 failures = []
@@ -138,10 +140,10 @@ def test_resize_parity(ferry, work, files):
                     check(False, f"{f} {photo} {fname} {H}x{W}: max diff {d[0]}, "
                                  f"{100 * d[1]:.4f}% exact")
     print("\nresize parity per filter (PNG photos, 4 sizes each; uint8):")
-    print(f"  {'filter':<18} {'cases':>5} {'max diff':>8} {'min % exact':>12}")
+    print(f"  {'filter':<24} {'cases':>5} {'max diff':>8} {'min % exact':>12}")
     for f in FILTERS:
         m, e, n = stats[f]
-        print(f"  {f:<18} {n:>5} {m:>8g} {100 * e:>12.4f}")
+        print(f"  {f:<24} {n:>5} {m:>8g} {100 * e:>12.4f}")
     for f in FILTERS:
         m, e, n = stats[f]
         bar = "exact" if f in EXACT_FILTERS else "<= 1, >= 99.9% exact"
@@ -169,6 +171,114 @@ def test_aspect_sweep(ferry, work, files):
                 bad.append(f"{f} -> {H}x{W}: {d}")
     check(not bad, f"aspect sweep, {len(sizes)} sizes x {len(FILTERS)} filters: "
                    f"{bad or 'all within the bar'}")
+
+
+def tv_output_sizes(python, queries):
+    """torchvision 0.14's own _compute_resized_output_size for (h, w, size, max_size) queries."""
+    code = ("import sys, json\n"
+            "from torchvision.transforms.functional import _compute_resized_output_size as f\n"
+            "print(json.dumps([f((h, w), [n], m) for h, w, n, m in json.loads(sys.argv[1])]))\n")
+    r = run([python, "-c", code, json.dumps(queries)])
+    if r.returncode:
+        sys.exit("torchvision sizes: " + r.stderr)
+    return [tuple(x) for x in json.loads(r.stdout)]
+
+
+def test_keep_aspect(ferry, work, files, torch_python):
+    """shorter_side / longer_side: the sizes torchvision computes (Resize(N, max_size=M)), on
+    photos and synthetic extreme aspect ratios; longer_side alone: int(M * short / long)."""
+    from PIL import Image
+
+    var = os.path.join(work, "aspect_src")
+    os.makedirs(var, exist_ok=True)
+    srcs = [files["coffee"]["png"], files["chelsea"]["png"], files["camera"]["png"]]
+    a = files["astronaut"]["array"]
+    for h, w in ((37, 500), (500, 37), (301, 299), (7, 9)):
+        path = os.path.join(var, f"src_{h}x{w}.png")
+        Image.fromarray(np.ascontiguousarray(a[:h, :w])).save(path)
+        srcs.append(path)
+    combos = [(256, None), (224, 300), (100, 101), (64, 200), (None, 128), (None, 333), (30, 40)]
+    queries, cases = [], []
+    for path in srcs:
+        with Image.open(path) as im:
+            w, h = im.size
+        for n, m in combos:
+            cases.append((path, h, w, n, m))
+            if n:
+                queries.append((h, w, n, m))
+    tv = iter(tv_output_sizes(torch_python, queries))
+    bad = []
+    for path, h, w, n, m in cases:
+        resize = {"filter": "torchvision_bilinear_aa"}
+        if n:
+            resize["shorter_side"] = n
+        if m:
+            resize["longer_side"] = m
+        s = image_spec(color="rgb", resize=resize)
+        spec = write_spec(os.path.join(work, "keep_aspect.json"), [("x", s)])
+        out = ferry_run(ferry, spec, [path], os.path.join(work, "out_keep_aspect"))
+        ours = np.load(os.path.join(out, "x.npy"))
+        if n:
+            want = next(tv)
+        else:
+            short, long = (w, h) if w <= h else (h, w)
+            ns = int(m * short / long)
+            want = (m, ns) if w <= h else (ns, m)
+        d = diff(ours, ref.reference_array(path, s))
+        if ours.shape[:2] != tuple(want) or d is None or d[0] > 1 or d[1] < 0.999:
+            bad.append(f"{os.path.basename(path)} {h}x{w} shorter {n} longer {m}: "
+                       f"{ours.shape[:2]} vs {want}, {d}")
+    check(not bad, f"keep_aspect shorter_side/longer_side, {len(cases)} cases, sizes equal to "
+                   f"torchvision's, pixels within the bar: {bad or 'ok'}")
+
+
+def test_alpha(ferry, work, files):
+    """alpha: {composite: [R, G, B]} against Pillow's Image.alpha_composite on an opaque
+    background: RGBA, gray+alpha, palette and RGB with tRNS transparency; exact."""
+    from PIL import Image
+
+    var = os.path.join(work, "alpha")
+    os.makedirs(var, exist_ok=True)
+    a = files["chelsea"]["array"]
+    rng = np.random.default_rng(7)
+    alpha = rng.integers(0, 256, a.shape[:2], dtype=np.uint8)
+    alpha[:20] = 0
+    alpha[20:40] = 255
+    made = {}
+    made["RGBA"] = os.path.join(var, "rgba.png")
+    Image.fromarray(np.dstack([a, alpha]), "RGBA").save(made["RGBA"])
+    made["LA"] = os.path.join(var, "la.png")
+    Image.fromarray(np.dstack([a[:, :, 1], alpha]), "LA").save(made["LA"])
+    made["P+tRNS"] = os.path.join(var, "p_trns.png")
+    pal = Image.fromarray(a).quantize(colors=37)
+    pal.save(made["P+tRNS"], transparency=bytes(int(v) for v in rng.integers(0, 256, 37)))
+    made["RGB+tRNS"] = os.path.join(var, "rgb_trns.png")
+    rgb = a.copy()
+    rgb[::7, ::5] = (10, 20, 30)
+    Image.fromarray(rgb).save(made["RGB+tRNS"], transparency=(10, 20, 30))
+    made["L+tRNS"] = os.path.join(var, "l_trns.png")
+    Image.fromarray(a[:, :, 0]).save(made["L+tRNS"], transparency=int(a[0, 0, 0]))
+    made["RGB (no alpha)"] = files["coffee"]["png"]
+    bad = []
+    for what, path in made.items():
+        for bgc in ([255, 255, 255], [10, 200, 30]):
+            for color in ("rgb", "gray"):
+                s = image_spec(color=color, alpha={"composite": bgc})
+                spec = write_spec(os.path.join(work, "alpha.json"), [("x", s)])
+                out = ferry_run(ferry, spec, [path], os.path.join(work, "out_alpha"))
+                d = diff(np.load(os.path.join(out, "x.npy")), ref.reference_array(path, s))
+                if d is None or d[0] != 0:
+                    bad.append(f"{what} on {bgc} {color}: {d}")
+    check(not bad, f"alpha composite, {len(made)} PNG kinds x 2 colours x rgb/gray vs Pillow's "
+                   f"alpha_composite: {bad or 'exact'}")
+    # With a resize after compositing (the order Ferry and the reference share).
+    s = image_spec(alpha={"composite": [0, 0, 255]},
+                   resize={"size": [100, 150], "filter": "torchvision_bilinear_aa"})
+    spec = write_spec(os.path.join(work, "alpha_resize.json"), [("x", s)])
+    out = ferry_run(ferry, spec, [made["RGBA"]], os.path.join(work, "out_alpha"))
+    d = diff(np.load(os.path.join(out, "x.npy")), ref.reference_array(made["RGBA"], s))
+    check(d is not None and d[0] <= 1 and d[1] >= 0.999,
+          f"alpha composite then torchvision_bilinear_aa: {d}")
 
 
 def test_decode(ferry, work, files):
@@ -322,16 +432,20 @@ def test_check_cli(ferry, work, files):
                                     scale=1 / 255, mean=[0.5], std=[0.5], dtype="float32",
                                     layout="chw", batch=True)),
               ("thumb", dict(image_spec(), resize={"size": [32, 48], "filter": "pil_box"},
-                             batch=True))]
+                             batch=True)),
+              ("tv", dict(image_spec(), resize={"size": [120, 100],
+                                                "filter": "torchvision_bilinear_aa"},
+                          scale=1 / 255, dtype="float32", layout="chw", batch=True))]
     spec = write_spec(os.path.join(work, "check.json"), inputs)
     r = run([ferry, "prep", "check", spec, "--images", folder, "--python", sys.executable])
     print(r.stdout, end="")
     check(r.returncode == 0 and "prep check: ok" in r.stdout,
-          f"prep check against OpenCV and Pillow: exit {r.returncode} {r.stderr.strip()}")
+          f"prep check against OpenCV, Pillow and torchvision: exit {r.returncode} "
+          f"{r.stderr.strip()}")
     r = run([ferry, "prep", "check", spec, "--images", folder, "--python", sys.executable, "--json"])
     try:
         j = json.loads(r.stdout)
-        ok = r.returncode == 0 and j["ok"] and len(j["tensors"]) == 2
+        ok = r.returncode == 0 and j["ok"] and len(j["tensors"]) == 3
     except ValueError:
         ok = False
     check(ok, "prep check --json: one JSON document")
@@ -500,9 +614,12 @@ def main():
     ap.add_argument("--skimage-python", default="/usr/bin/python3")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    os.environ.setdefault("FERRY_TORCH_PYTHON", a.skimage_python)  # prep_reference's torchvision
     files = make_photos(a.work, a.skimage_python)
     test_resize_parity(a.ferry, a.work, files)
     test_aspect_sweep(a.ferry, a.work, files)
+    test_keep_aspect(a.ferry, a.work, files, a.skimage_python)
+    test_alpha(a.ferry, a.work, files)
     test_decode(a.ferry, a.work, files)
     test_decode_variants(a.ferry, a.work, files)
     test_pipeline(a.ferry, a.work, files)
