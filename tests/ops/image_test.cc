@@ -73,6 +73,23 @@ TEST(Image, ResizeRejectsWrongSizesLength) {
       << r.status().message();
 }
 
+TEST(Image, GridSampleVolumetricNearestRoundsHalfToEven) {
+  // W = 5, align_corners: x = (g + 1) * 2, so g = -0.75 -> 0.5 and g = 0.25 -> 2.5, which round
+  // to even (0 and 2), not away from zero.
+  auto r = NodeTest("GridSample")
+               .Input("x", Tensor::FromVector<float>({0, 1, 2, 3, 4}, {1, 1, 1, 1, 5}))
+               .Input("grid",
+                      Tensor::FromVector<float>({-0.75f, -1, -1, 0.25f, -1, -1}, {1, 1, 1, 2, 3}))
+               .Output("y")
+               .Attr("mode", std::string("nearest"))
+               .Attr("align_corners", int64_t{1})
+               .Opset(20)
+               .Run();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const float* y = r.value()[0].tensor().data<float>();
+  EXPECT_EQ((std::vector<float>(y, y + 2)), (std::vector<float>{0, 2}));
+}
+
 TEST(Image, NonMaxSuppressionSuppressesOverlap) {
   auto boxes = Tensor::FromVector<float>({0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 2, 1, 3}, {1, 3, 4});
   auto scores = Tensor::FromVector<float>({0.9f, 0.95f, 0.5f}, {1, 1, 3});

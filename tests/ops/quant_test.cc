@@ -50,6 +50,33 @@ TEST(Quant, QLinearMatMulGolden) {
   EXPECT_EQ(r.value()[0].tensor().ToInt64Vector(), (std::vector<int64_t>{14, 255}));
 }
 
+TEST(Quant, QLinearMatMulFloat16ScalesOpset21) {
+  // The golden above with float16 scales (exact in half): the multiplier is the same.
+  auto half = [](float v) { return Tensor::FromVector<Float16>({Float16(v)}, {}); };
+  auto build = [&](Tensor y_scale) {
+    return NodeTest("QLinearMatMul")
+        .Input("a", Tensor::FromVector<uint8_t>({4, 3}, {1, 2}))
+        .Const("a_scale", half(0.5f))
+        .Const("a_zp", Tensor::FromVector<uint8_t>({1}, {}))
+        .Input("b", Tensor::FromVector<uint8_t>({2, 255, 4, 255}, {2, 2}))
+        .Const("b_scale", half(0.25f))
+        .Const("b_zp", Tensor::FromVector<uint8_t>({1}, {}))
+        .Const("y_scale", std::move(y_scale))
+        .Const("y_zp", Tensor::FromVector<uint8_t>({10}, {}))
+        .Output("y")
+        .Opset(21)
+        .Run();
+  };
+  auto r = build(half(0.25f));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r.value()[0].tensor().ToInt64Vector(), (std::vector<int64_t>{14, 255}));
+
+  auto mixed = build(Tensor::FromVector<float>({0.25f}, {}));
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("expected one"), std::string::npos)
+      << mixed.status().message();
+}
+
 TEST(Quant, ConvIntegerPerChannelZeroPoint) {
   // 1x1x2x2 input, two 1x1x1x1 filters with zero points 1 and 2, x_zp 1 and one pad of zeros.
   auto r = NodeTest("ConvInteger")

@@ -410,8 +410,10 @@ void RunMatMulInteger(OpContext& ctx, NodeSlot& slot) {
 Status PrepareQLinearMatMul(OpContext& ctx, NodeSlot& slot) {
   FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
   QState* st = PrepareInt8MatMul(ctx, slot, 0, 3, 2, 5);
+  // Float32 scales only (Requantize reads them as float); float16 ones run the reference.
   if (!st || decl[0].shape != st->d.out || !ctx.input_is_tensor(1) || !ctx.input_is_tensor(4) ||
-      !ctx.input_is_tensor(6) || !ctx.input_is_tensor(7)) {
+      !ctx.input_is_tensor(6) || !ctx.input_is_tensor(7) || ctx.input(1).dtype() != DType::kFloat ||
+      ctx.input(4).dtype() != DType::kFloat) {
     slot.declined = true;
     slot.state.reset();
     return Status::Ok();

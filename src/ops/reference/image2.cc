@@ -123,7 +123,9 @@ void RunGridSample(OpContext& ctx) {
                                         static_cast<int64_t>(nsp - 1 - i));
             double d = static_cast<double>(dims[i]);
             double v = c.align_corners ? (g + 1) / 2 * (d - 1) : ((g + 1) * d - 1) / 2;
-            if (c.mode == GsMode::kNearest) v = nsp == 3 ? std::round(v) : std::nearbyint(v);
+            // Nearest rounds half to even in every rank (PyTorch, ONNX Runtime, the onnx
+            // reference).
+            if (c.mode == GsMode::kNearest) v = std::nearbyint(v);
             if (v < lo[i] || v > hi[i]) {
               if (c.pad == GsPad::kBorder)
                 v = std::clamp(v, 0.0, d - 1);

@@ -325,7 +325,14 @@ Status PrepareQLinearMatMul(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(RequireDType(ctx, 0, {DType::kUint8, DType::kInt8}));
   FERRY_RETURN_IF_ERROR(RequireDType(ctx, 3, {DType::kUint8, DType::kInt8}));
   FERRY_RETURN_IF_ERROR(RequireDType(ctx, 7, {DType::kUint8, DType::kInt8}));
-  for (size_t i : {1, 4, 6}) FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kFloat}));
+  // Scales: float32 (opset 10), float16/bfloat16 too from opset 21, all three of one type;
+  // the requantization multiplier is computed in float32 either way.
+  for (size_t i : {1, 4, 6})
+    FERRY_RETURN_IF_ERROR(RequireDType(ctx, i, {DType::kFloat, DType::kFloat16, DType::kBFloat16}));
+  if (ctx.input(4).dtype() != ctx.input(1).dtype() || ctx.input(6).dtype() != ctx.input(1).dtype())
+    return NodeError(ctx, "a_scale, b_scale and y_scale have dtypes {}, {} and {}, expected one",
+                     DTypeName(ctx.input(1).dtype()), DTypeName(ctx.input(4).dtype()),
+                     DTypeName(ctx.input(6).dtype()));
   FERRY_ASSIGN_OR_RETURN(MatMulDims d, GetMatMulDims(ctx, 0, 3));
   FERRY_RETURN_IF_ERROR(CheckParam(ctx, 1, "a_scale", d.m, "rows of A"));
   FERRY_RETURN_IF_ERROR(CheckParam(ctx, 2, "a_zero_point", d.m, "rows of A"));
