@@ -1,6 +1,7 @@
 // CenterCropPad, AffineGrid, DeformConv, TensorScatter, Swish: what the conformance cases leave
 // open (odd crops, other dtypes, DeformConv against plain Conv) and errors that name the node.
 #include <cmath>
+#include <limits>
 
 #include "ops/test_util.h"
 
@@ -56,6 +57,16 @@ TEST(NewerOps, AffineGridIdentityIsTheBaseGridAndChecksTheta) {
   EXPECT_EQ(r.value()[0].tensor().shape(), (Shape{1, 1, 2, 2}));
   // Pixel centres: x = -0.5, 0.5 across W = 2; y = 0 for H = 1.
   EXPECT_EQ(Floats(r.value()[0].tensor()), (std::vector<float>{-0.5f, 0, 0.5f, 0}));
+
+  // A zero dim beside a huge one: an empty grid, nothing computed.
+  auto empty = NodeTest("AffineGrid")
+                   .Opset(20)
+                   .Input("theta", Tensor::FromVector<float>({1, 0, 0, 0, 1, 0}, {1, 2, 3}))
+                   .Input("size", Tensor::FromVector<int64_t>({1, 1, 0, int64_t{1} << 40}, {4}))
+                   .Output("grid")
+                   .Run();
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_EQ(empty.value()[0].tensor().size(), 0);
 
   auto bad = NodeTest("AffineGrid")
                  .Opset(20)
@@ -121,6 +132,11 @@ TEST(NewerOps, TensorScatterLinearRejectsOverflowCircularWraps) {
   auto circ = run("circular", 3);
   ASSERT_TRUE(circ.ok()) << circ.status().message();
   EXPECT_EQ(Floats(circ.value()[0].tensor()), (std::vector<float>{8, 0, 0, 7}));
+
+  // The write index reduces modulo the cache first: INT64_MAX % 4 = 3, no overflow.
+  auto big = run("circular", std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(big.ok()) << big.status().message();
+  EXPECT_EQ(Floats(big.value()[0].tensor()), (std::vector<float>{8, 0, 0, 7}));
 
   auto lin = run("linear", 3);
   ASSERT_FALSE(lin.ok());

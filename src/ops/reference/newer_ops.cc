@@ -130,6 +130,7 @@ void RunAffineGrid(OpContext& ctx) {
   Tensor& grid = ctx.output(0);
   const bool align = ctx.attr_int("align_corners", 0) != 0;
   const int64_t nsp = grid.shape().back();
+  if (grid.size() == 0) return;  // a zero dim: the other sizes may be anything
   // Spatial dims innermost first: W, H(, D); coordinate k of a point is base[k][index along k].
   std::vector<std::vector<double>> base(static_cast<size_t>(nsp));
   for (int64_t k = 0; k < nsp; ++k) {
@@ -384,10 +385,11 @@ void RunTensorScatter(OpContext& ctx) {
   CopyElements(dt, past.raw(), out.raw(), past.size());
   const size_t elem = dt == DType::kString ? 0 : DTypeSize(dt);
   for (int64_t p = 0; p < g.outer; ++p) {
-    const int64_t at = ctx.has_input(2) ? ctx.input(2).GetAsInt64(p / g.per_batch) : 0;
+    int64_t at = ctx.has_input(2) ? ctx.input(2).GetAsInt64(p / g.per_batch) : 0;
+    if (g.circular && g.seq > 0) at = ((at % g.max_seq) + g.max_seq) % g.max_seq;  // no overflow
     for (int64_t s = 0; s < g.seq; ++s) {
       int64_t row = at + s;
-      if (g.circular) row = ((row % g.max_seq) + g.max_seq) % g.max_seq;
+      if (g.circular) row %= g.max_seq;
       const int64_t dst = (p * g.max_seq + row) * g.inner, src = (p * g.seq + s) * g.inner;
       for (int64_t k = 0; k < g.inner; ++k)
         CopyElement(dt, upd.raw(), src + k, out.raw(), dst + k, elem);
