@@ -76,6 +76,13 @@ bool ConvGemvWanted() {
   return on;
 }
 
+// FERRY_CONV_COLUMN=onednn runs a column conv ([N,C,H,1], kernel [kh,1]) as it is, not as the
+// row conv.
+bool ColumnAsRow() {
+  static const bool on = KernelModeFromEnv("FERRY_CONV_COLUMN", "row") != 0;
+  return on;
+}
+
 std::atomic<int> g_grouped_nhwc{-1};
 std::atomic<uint64_t> g_grouped_nhwc_prepares{0};
 
@@ -107,11 +114,13 @@ bool AcceptsConv(const ir::Node& n) {
 
 Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   if (ctx.input_is_tensor(0) && ctx.input(0).rank() == 3) return PrepareConv1d(ctx, slot);
+  if (ColumnAsRow() && IsColumnConv(ctx, slot)) return PrepareConv1d(ctx, slot);
+  if (HasConv1dState(slot)) slot.state.reset();
   return PrepareConv2d(ctx, slot);
 }
 
 void RunConv(OpContext& ctx, NodeSlot& slot) {
-  if (ctx.input(0).rank() == 3) return RunConv1d(ctx, slot);
+  if (HasConv1dState(slot)) return RunConv1d(ctx, slot);
   RunConv2d(ctx, slot);
 }
 

@@ -214,6 +214,14 @@ bool PlanChannel(const Shape& big, Layout lb, const Shape& small, EltState* st) 
 
 template <BinOp kOp>
 Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
+  constexpr int kInt = kOp == BinOp::kAdd   ? 0
+                       : kOp == BinOp::kSub ? 1
+                       : kOp == BinOp::kMul ? 2
+                                            : -1;
+  if constexpr (kInt >= 0) {  // int32 / int64 operands: logic.cc's integer rows (plain)
+    if (IntArithInputs(ctx)) return PrepareIntArith(ctx, slot, kInt);
+    if (HasIntArithState(slot)) slot.state.reset();
+  }
   if (!FloatInput(ctx, 0) || !FloatInput(ctx, 1)) {
     slot.declined = true;
     return Status::Ok();
@@ -335,6 +343,8 @@ void RunChannel(const EltState* st, const float* big, const float* small, float*
 
 template <BinOp kOp>
 void RunBinary(OpContext& ctx, NodeSlot& slot) {
+  if (HasIntArithState(slot))
+    return RunIntArith(ctx, slot, kOp == BinOp::kAdd ? 0 : kOp == BinOp::kSub ? 1 : 2);
   auto* st = static_cast<EltState*>(slot.state.get());
   const float* a = ctx.input(0).data<float>();
   const float* b = ctx.input(1).data<float>();

@@ -10,19 +10,23 @@
 
 namespace ferry::ops::cpu {
 
-std::span<const KernelDef> ConvKernels();    // conv.cc: Conv (oneDNN)
+std::span<const KernelDef> ConvKernels();  // conv.cc: Conv (oneDNN)
 // conv.cc's 2-D Conv, and conv1d.cc's 1-D Conv run as that 2-D Conv (the Conv kernel picks by
 // the input's rank).
 Status PrepareConv2d(OpContext& ctx, NodeSlot& slot);
 void RunConv2d(OpContext& ctx, NodeSlot& slot);
 Status PrepareConv1d(OpContext& ctx, NodeSlot& slot);
 void RunConv1d(OpContext& ctx, NodeSlot& slot);
-std::span<const KernelDef> DeconvKernels();  // deconv.cc: ConvTranspose (oneDNN)
-std::span<const KernelDef> ResizeKernels();  // resize.cc: Resize, Upsample (own loops)
-std::span<const KernelDef> MlTreeKernels();  // ml_tree.cc: ai.onnx.ml tree ensembles
+// A 2-D Conv over a column ([N,C,H,1] plain, kernel width 1, no W pads): conv1d.cc runs it as a
+// row. HasConv1dState: the slot holds conv1d.cc's state (RunConv dispatches on it).
+bool IsColumnConv(const OpContext& ctx, const NodeSlot& slot);
+bool HasConv1dState(const NodeSlot& slot);
+std::span<const KernelDef> DeconvKernels();    // deconv.cc: ConvTranspose (oneDNN)
+std::span<const KernelDef> ResizeKernels();    // resize.cc: Resize, Upsample (own loops)
+std::span<const KernelDef> MlTreeKernels();    // ml_tree.cc: ai.onnx.ml tree ensembles
 std::span<const KernelDef> MlLinearKernels();  // ml_linear.cc: LinearClassifier, LinearRegressor
-std::span<const KernelDef> PoolKernels();    // pool.cc: MaxPool, AveragePool, GlobalAveragePool
-std::span<const Pattern> PoolPatterns();     // pool.cc: zero Pad -> AveragePool
+std::span<const KernelDef> PoolKernels();      // pool.cc: MaxPool, AveragePool, GlobalAveragePool
+std::span<const Pattern> PoolPatterns();       // pool.cc: zero Pad -> AveragePool
 std::span<const KernelDef> ElementwiseKernels();  // elementwise.cc: Relu, Clip, Add...
 std::span<const KernelDef> MatMulKernels();       // matmul.cc: MatMul, Gemm (oneDNN)
 std::span<const KernelDef> NormKernels();  // norm.cc: Softmax, ReduceMean/Sum, LayerNormalization
@@ -54,9 +58,21 @@ const KernelDef* Int8AddKernel();
 Status PrepareOwnQLinearConv(OpContext& ctx, NodeSlot& slot);
 void RunOwnQLinearConv(OpContext& ctx, NodeSlot& slot);
 bool IsOwnQLinearConv(const NodeSlot& slot);
+// qlinear_conv.cc: ConvInteger (group 1) on the same kernel, int32 out.
+std::span<const KernelDef> ConvIntegerKernels();
+std::span<const KernelDef> DynQLstmKernels();  // dynq_lstm.cc: com.microsoft DynamicQuantizeLSTM
 // contrib.cc: com.microsoft Attention (contrib_attention.cc), SkipLayerNormalization,
 // QLinearAdd, QLinearGlobalAveragePool, QGemm, and the default domain's QLinearConv
 std::span<const KernelDef> ContribKernels();
+// logic.cc: Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not, Where, Cast,
+// GlobalMaxPool
+std::span<const KernelDef> LogicKernels();
+// logic.cc's integer Add / Sub / Mul (op 0 / 1 / 2; int32 or int64, broadcasting), called by
+// elementwise.cc's binary kernels for integer inputs.
+bool IntArithInputs(const OpContext& ctx);
+Status PrepareIntArith(OpContext& ctx, NodeSlot& slot, int op);
+bool HasIntArithState(const NodeSlot& slot);
+void RunIntArith(OpContext& ctx, NodeSlot& slot, int op);
 
 // Tests only: makes rnn.cc use its portable scalar loops even where AVX2+FMA is available.
 void SetRnnScalarOnlyForTesting(bool on);

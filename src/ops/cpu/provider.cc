@@ -76,11 +76,11 @@ namespace {
 std::vector<const KernelDef*> BuildTable() {
   std::vector<const KernelDef*> all;
   const std::span<const KernelDef> families[] = {
-      ConvKernels(),   PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
-      NormKernels(),   RnnKernels(),       MovementKernels(),    GatherKernels(),
-      ConcatKernels(), BatchNormKernels(), QMatMulKernels(),     QuantKernels(),
-      DeconvKernels(), ResizeKernels(),    MlTreeKernels(),      MlLinearKernels(),
-      ContribKernels()};
+      ConvKernels(),    PoolKernels(),      ElementwiseKernels(), MatMulKernels(),
+      NormKernels(),    RnnKernels(),       MovementKernels(),    GatherKernels(),
+      ConcatKernels(),  BatchNormKernels(), QMatMulKernels(),     QuantKernels(),
+      DeconvKernels(),  ResizeKernels(),    MlTreeKernels(),      MlLinearKernels(),
+      ContribKernels(), LogicKernels(),     ConvIntegerKernels(), DynQLstmKernels()};
   for (auto fam : families)
     for (const KernelDef& d : fam) all.push_back(&d);
   return all;

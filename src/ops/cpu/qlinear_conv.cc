@@ -1,6 +1,7 @@
 // QLinearConv on the own int8 GEMM (qgemm.h), for the convolutions qconv.cc's oneDNN kernel
-// declines — on CPUs without VNNI oneDNN's u8 x s8 products saturate in 16 bits, so it only takes
-// weights within ±64, and ONNX Runtime's QOperator quantizer writes full-range int8 weights.
+// declines (and ConvInteger: the same GEMM, int32 out, see PrepareConvInteger) — on CPUs without
+// VNNI oneDNN's u8 x s8 products saturate in 16 bits, so it only takes weights within ±64, and ONNX
+// Runtime's QOperator quantizer writes full-range int8 weights.
 //
 // Exact: acc = sum (x - x_zp)(w - w_zp[m]) in int32 (the GEMM's AVX2 path widens to int16 pairs,
 // no saturation), then the reference's requantization y = saturate(nearbyint(float(acc + B[m]) *
@@ -39,6 +40,7 @@ struct OwnQConvState : KernelState {
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, dh = 1, dw = 1;
   bool depthwise = false, direct = false;  // direct: 1x1 stride 1, no pads, NHWC input
   bool x_signed = false, y_signed = false, nhwc_in = false, nhwc_out = false;
+  bool integer = false;  // ConvInteger: int32 out, plain, no requantization
   int32_t zx = 0, zy = 0;
   std::vector<float> mult;
   std::vector<int32_t> bias;
@@ -261,6 +263,67 @@ Status PrepareOwnQLinearConv(OpContext& ctx, NodeSlot& slot) {
   return Status::Ok();
 }
 
+// ConvInteger (group 1, 2-D, constant W and w_zero_point; x_zero_point read every run): the
+// same im2col GEMM, its int32 sums written plain.
+Status PrepareConvInteger(OpContext& ctx, NodeSlot& slot) {
+  slot.declined = false;
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const QIsa isa = QGemmIsa();
+  const ir::Node& node = ctx.node();
+  const Layout l = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  if (isa == QIsa::kNone || !Avx2() || x.rank() != 4 || x.size() == 0 || !ConstInput(slot, 1) ||
+      (ctx.has_input(3) && !ConstInput(slot, 3)) || node.attr_int("group", 1) != 1 ||
+      node.attr_string("auto_pad", "NOTSET") != "NOTSET" || l != Layout::kPlain)
+    return DeclineOwn(slot);
+  StateKey key = MakeKey(ctx, slot);
+  if (auto* st = dynamic_cast<OwnQConvState*>(slot.state.get()); st && st->key == key) {
+    slot.out_layouts.assign(1, Layout::kPlain);
+    ctx.set_output(0, DType::kInt32, decl[0].shape);
+    return Status::Ok();
+  }
+  auto s = std::make_unique<OwnQConvState>();
+  s->key = std::move(key);
+  s->integer = true;
+  s->n = x.dim(0), s->c = x.dim(1), s->h = x.dim(2), s->w = x.dim(3);
+  s->m = w.dim(0), s->kh = w.dim(2), s->kw = w.dim(3);
+  const Shape& out = decl[0].shape;
+  s->oh = out[2], s->ow = out[3];
+  std::vector<int64_t> st = node.attr_ints("strides"), pads = node.attr_ints("pads"),
+                       dil = node.attr_ints("dilations");
+  if (!st.empty()) s->sh = st[0], s->sw = st[1];
+  if (!dil.empty()) s->dh = dil[0], s->dw = dil[1];
+  if (!pads.empty()) s->pt = pads[0], s->pl = pads[1];
+  s->x_signed = x.dtype() == DType::kInt8;
+  s->direct = false;  // plain input: im2col reads the NHWC copy
+  std::vector<int32_t> wz(static_cast<size_t>(s->m), 0);
+  if (ctx.has_input(3))
+    for (int64_t j = 0; j < s->m; ++j)
+      wz[static_cast<size_t>(j)] =
+          static_cast<int32_t>(ctx.input(3).GetAsInt64(ctx.input(3).size() == 1 ? 0 : j));
+  const bool w_signed = w.dtype() == DType::kInt8;
+  const auto* wp = static_cast<const uint8_t*>(w.raw());
+  const int64_t taps = s->kh * s->kw, k = taps * s->c, m = s->m, c = s->c;
+  const std::string tag = fmt::format("convinteger q{} s{} k{} m{} kh{} kw{} zp{}",
+                                      static_cast<int>(isa), w_signed ? 1 : 0, k, m, s->kh, s->kw,
+                                      ctx.has_input(3) ? ctx.input(3).raw() : nullptr);
+  s->packed = SharedPack<QPackedConvB>(slot, true, w.raw(), tag, [&] {
+    std::vector<uint8_t> b(static_cast<size_t>(k * m));  // B[(i, j, ch), m] = W[m, ch, i, j]
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t t = 0; t < taps; ++t)
+          b[static_cast<size_t>((t * c + ch) * m + o)] = wp[(o * c + ch) * taps + t];
+    auto p = std::make_shared<QPackedConvB>();
+    QPackB(isa, b.data(), w_signed, k, m, m, wz.data(), false, &p->b);
+    return p;
+  });
+  slot.out_layouts.assign(1, Layout::kPlain);
+  slot.state = std::move(s);
+  ctx.set_output(0, DType::kInt32, decl[0].shape);
+  return Status::Ok();
+}
+
 bool IsOwnQLinearConv(const NodeSlot& slot) {
   return dynamic_cast<const OwnQConvState*>(slot.state.get()) != nullptr;
 }
@@ -268,6 +331,7 @@ bool IsOwnQLinearConv(const NodeSlot& slot) {
 void RunOwnQLinearConv(OpContext& ctx, NodeSlot& slot) {
   auto& s = *static_cast<OwnQConvState*>(slot.state.get());
   const Tensor& xt = ctx.input(0);
+  if (s.integer) s.zx = ctx.has_input(2) ? static_cast<int32_t>(ctx.input(2).GetAsInt64(0)) : 0;
   const uint8_t* x = static_cast<const uint8_t*>(xt.raw());
   const int64_t hw = s.h * s.w, rows = s.n * s.oh * s.ow, m = s.m;
   if (!s.nhwc_in) {
@@ -303,6 +367,19 @@ void RunOwnQLinearConv(OpContext& ctx, NodeSlot& slot) {
     QGemm(s.packed->b, a, s.x_signed, rows, k, &s.zx, true, out);
   }
   Tensor& y = ctx.output(0);
+  if (s.integer) {  // [rows, M] to plain [N, M, OH * OW]
+    int32_t* yp = y.data<int32_t>();
+    const int64_t ohw = s.oh * s.ow;
+    ParallelRange(s.n * m, 16, [&](int64_t b, int64_t e) {
+      for (int64_t q = b; q < e; ++q) {
+        const int64_t img = q / m, j = q % m;
+        const int32_t* a = s.acc.data() + img * ohw * m + j;
+        int32_t* d = yp + q * ohw;
+        for (int64_t p = 0; p < ohw; ++p) d[p] = a[p * m];
+      }
+    });
+    return;
+  }
   auto finish = [&](auto* yp) {
     using Y = std::remove_pointer_t<decltype(yp)>;
     const int64_t ohw = s.oh * s.ow;
@@ -332,6 +409,16 @@ void RunOwnQLinearConv(OpContext& ctx, NodeSlot& slot) {
     finish(y.data<int8_t>());
   else
     finish(y.data<uint8_t>());
+}
+
+namespace {
+constexpr KernelDef kConvInteger[] = {
+    {"", "ConvInteger", 10, 1000, nullptr, 0, 0, PrepareConvInteger, RunOwnQLinearConv},
+};
+}  // namespace
+
+std::span<const KernelDef> ConvIntegerKernels() {
+  return kConvInteger;
 }
 
 }  // namespace ferry::ops::cpu
