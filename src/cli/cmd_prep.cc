@@ -124,6 +124,8 @@ int RunPrepCheck(const CheckOpts& o) {
   c.python = o.python.empty() ? DefaultPython() : o.python;
   c.script =
       o.script.empty() ? std::string(FERRY_SOURCE_DIR) + "/tools/prep_reference.py" : o.script;
+  c.text_script =
+      o.script.empty() ? std::string(FERRY_SOURCE_DIR) + "/tools/prep_reference_text.py" : o.script;
   auto r = prep::Check(c);
   if (!r.ok()) return ReportError(r.status());
   PrintOut(o.json ? prep::FormatCheckJson(*r) : prep::FormatCheckText(*r));
@@ -138,7 +140,10 @@ void SetupPrep(CLI::App& sub, Action* action) {
   CLI::App* run = sub.add_subcommand(
       "run", "Images through the spec: one .npy per model input, the images stacked as a batch");
   run->add_option("spec", ro->spec, "Preprocessing spec (YAML or JSON)")->required();
-  run->add_option("images", ro->images, "Image files (PNG, JPEG) or folders of them")->required();
+  run->add_option("images", ro->images,
+                  "Image files (PNG, JPEG) or folders of them; CSV for tables; text (.txt, one "
+                  "example a line, or .jsonl) for text inputs")
+      ->required();
   run->add_option("-o,--out", ro->out, "Output folder (<input>.npy per input)")->required();
   run->add_flag("--json", ro->json, "Print one JSON document");
   run->callback([ro, action] { *action = [ro] { return RunPrepRun(*ro); }; });
@@ -160,7 +165,10 @@ void SetupPrep(CLI::App& sub, Action* action) {
       "Compare the spec's tensors with the library its filter names (Pillow or OpenCV); exit 1 "
       "beyond tolerance");
   check->add_option("spec", co->spec, "Preprocessing spec (YAML or JSON)")->required();
-  check->add_option("--images", co->images, "Image files or folders")->required();
+  check
+      ->add_option("--images,--data", co->images,
+                   "Image files or folders; text files (.txt, .jsonl) for text inputs")
+      ->required();
   check->add_option("--python", co->python,
                     "Python with Pillow and OpenCV (default: $FERRY_PYTHON, else the project "
                     ".venv)");

@@ -133,25 +133,37 @@ Result<CheckResult> Check(const CheckOptions& o) {
           "prep check compares image inputs with Pillow / OpenCV; input '{}' is a table (no "
           "reference library: tests/prep/test_table.py checks tables against NumPy)",
           in.name);
-  FERRY_ASSIGN_OR_RETURN(std::vector<std::string> images, ExpandImages(o.images));
+  const bool text = !spec.inputs.empty() && spec.inputs[0].is_text();
+  std::vector<std::string> images;
+  if (text) {  // text files as given: one example per line, or JSON Lines
+    for (const auto& f : o.images) {
+      std::error_code fec;
+      if (!fs::is_regular_file(f, fec)) return InvalidError("'{}': no such file", f);
+      images.push_back(f);
+    }
+    if (images.empty()) return InvalidError("no text files given");
+  } else {
+    FERRY_ASSIGN_OR_RETURN(images, ExpandImages(o.images));
+  }
   FERRY_ASSIGN_OR_RETURN(std::vector<NamedTensor> ours, PreprocessFiles(spec, images));
+  const std::string& script = text ? o.text_script : o.script;
   std::error_code ec;
   if (o.python.empty() || !fs::exists(o.python, ec))
     return UsageError(
         "reference python '{}' not found (--python; the project venv: "
         "scripts/install-deps)",
         o.python);
-  if (o.script.empty() || !fs::is_regular_file(o.script, ec))
-    return UsageError("reference script '{}' not found (--reference-script)", o.script);
+  if (script.empty() || !fs::is_regular_file(script, ec))
+    return UsageError("reference script '{}' not found (--reference-script)", script);
   TempDir tmp;
   if (tmp.path.empty()) return InvalidError("cannot create a temporary folder");
   const std::string spec_json = (fs::path(tmp.path) / "spec.json").string();
   FERRY_RETURN_IF_ERROR(WriteFileAtomic(spec_json, SpecToJson(spec)));
-  std::vector<std::string> argv = {o.python, o.script, "--spec", spec_json, "--out", tmp.path};
+  std::vector<std::string> argv = {o.python, script, "--spec", spec_json, "--out", tmp.path};
   argv.insert(argv.end(), images.begin(), images.end());
   int rc = RunProcess(argv);
   if (rc != 0)
-    return InvalidError("the reference ({} {}) failed with exit code {}", o.python, o.script, rc);
+    return InvalidError("the reference ({} {}) failed with exit code {}", o.python, script, rc);
   nlohmann::json info;
   {
     FERRY_ASSIGN_OR_RETURN(std::string text,
@@ -172,7 +184,12 @@ Result<CheckResult> Check(const CheckOptions& o) {
       if (ch == '/' || ch == ':') ch = '_';
     FERRY_ASSIGN_OR_RETURN(Tensor ref, ReadNpy((fs::path(tmp.path) / (file + ".npy")).string()));
     CompareTensors(ours[i].tensor, ref, &tc);
-    ToleranceFor(in.image, &tc.tolerance, &tc.min_exact_share);
+    if (in.is_text()) {  // token ids, masks and type ids: exact
+      tc.tolerance = 0;
+      tc.min_exact_share = 1;
+    } else {
+      ToleranceFor(in.image, &tc.tolerance, &tc.min_exact_share);
+    }
     double exact_share =
         tc.total ? 1.0 - static_cast<double>(tc.differing) / static_cast<double>(tc.total) : 1.0;
     tc.ok = tc.note.empty() && tc.max_abs <= tc.tolerance && exact_share >= tc.min_exact_share;
@@ -183,7 +200,7 @@ Result<CheckResult> Check(const CheckOptions& o) {
 }
 
 std::string FormatCheckText(const CheckResult& r) {
-  std::string s = fmt::format("{} image(s)\n", r.images.size());
+  std::string s = fmt::format("{} file(s)\n", r.images.size());
   for (const auto& t : r.tensors) {
     double share = t.total ? 100.0 * static_cast<double>(t.differing) / t.total : 0.0;
     s += fmt::format("{:<6} {} {} vs {}: max abs diff {:.6g}, {} of {} elements differ ({:.4f}%)",

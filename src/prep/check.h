@@ -16,6 +16,7 @@ struct CheckOptions {
   std::vector<std::string> images;  // files, or folders (their *.png, *.jpg, *.jpeg, sorted)
   std::string python;               // the interpreter with Pillow / OpenCV
   std::string script;               // tools/prep_reference.py
+  std::string text_script;          // tools/prep_reference_text.py (text inputs: tokenizers)
 };
 
 struct TensorCheck {

@@ -11,6 +11,7 @@
 #include "core/npy.h"
 #include "prep/resize.h"
 #include "prep/table.h"
+#include "prep/text.h"
 
 namespace ferry::prep {
 
@@ -244,6 +245,7 @@ Tensor StackRows(const std::vector<Tensor>& ts) {
 Result<Tensor> PreprocessInput(const InputSpec& in, std::string_view bytes, const std::string& what,
                                ImageInfo* info) {
   if (in.is_table()) return PreprocessTable(in.table, bytes, what);
+  if (in.is_text()) return PreprocessText(in.text, bytes, what);
   return Preprocess(in.image, bytes, what, info);
 }
 
@@ -261,6 +263,24 @@ Result<Tensor> PreprocessFile(const InputSpec& in, const std::string& path, Imag
 Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
                                                  const std::vector<std::string>& paths) {
   if (paths.empty()) return InvalidError("no input files given");
+  if (!spec.inputs.empty() && spec.inputs[0].is_text()) {
+    // Text: every file's examples, in order, as one batch (padding spans the whole batch).
+    std::vector<std::string> texts;
+    for (const auto& path : paths) {
+      FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+      FERRY_ASSIGN_OR_RETURN(std::vector<std::string> t,
+                             ReadTexts(bytes, path, spec.inputs[0].text.field));
+      texts.insert(texts.end(), std::make_move_iterator(t.begin()),
+                   std::make_move_iterator(t.end()));
+    }
+    std::vector<NamedTensor> out;
+    for (const auto& in : spec.inputs) {
+      FERRY_ASSIGN_OR_RETURN(Tensor t,
+                             EncodeTexts(in.text, texts, paths.size() == 1 ? paths[0] : "input"));
+      out.push_back({in.name, std::move(t)});
+    }
+    return out;
+  }
   std::vector<std::vector<Tensor>> per_input(spec.inputs.size());
   for (const auto& path : paths) {
     FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));

@@ -13,6 +13,7 @@
 
 #include "core/npy.h"
 #include "core/yaml_keys.h"
+#include "prep/tokenizer.h"
 
 namespace ferry::prep {
 
@@ -171,10 +172,25 @@ class Parser {
       for (const auto& other : spec.inputs)
         if (other.name == in.name)
           return Error(item.line, path + ".name", fmt::format("'{}' given twice", in.name));
-      if (!spec.inputs.empty() && spec.inputs[0].is_table() != in.is_table())
+      if (!spec.inputs.empty() &&
+          (spec.inputs[0].is_table() != in.is_table() || spec.inputs[0].is_text() != in.is_text()))
         return Error(item.line, path,
-                     "a spec's inputs are all images or all tables (the same files feed every "
-                     "input)");
+                     "a spec's inputs are all images or all tables or all text (the same "
+                     "files feed every input)");
+      if (in.is_text() && !in.text.from.empty()) {  // a companion takes its source's settings
+        const InputSpec* src = nullptr;
+        for (const auto& other : spec.inputs)
+          if (other.name == in.text.from) src = &other;
+        if (src == nullptr || !src->text.from.empty())
+          return Error(
+              item.line, path + ".text.from",
+              fmt::format("'{}' is not an earlier text input with a tokenizer", in.text.from));
+        TextSpec t = src->text;
+        t.from = in.text.from;
+        t.output = in.text.output;
+        t.dtype = in.text.dtype;
+        in.text = std::move(t);
+      }
       spec.inputs.push_back(std::move(in));
     }
     if (auto* outputs = Optional(top, "outputs")) {
@@ -257,7 +273,7 @@ class Parser {
 
   Result<InputSpec> Input(const Entry& e, const std::string& path) {
     InputSpec in;
-    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path, {"name", "image", "table"}));
+    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path, {"name", "image", "table", "text"}));
     FERRY_ASSIGN_OR_RETURN(Entry name, Required(m, "name", path, e.line));
     FERRY_ASSIGN_OR_RETURN(in.name, String(name, path + ".name"));
     bool ok_name = in.name.size() <= 128;
@@ -269,15 +285,108 @@ class Parser {
       return Expected(name, path + ".name", "letters, digits, _ - . : / (at most 128)");
     const Entry* image = Optional(m, "image");
     const Entry* table = Optional(m, "table");
-    if ((image != nullptr) == (table != nullptr))
-      return Error(e.line, path, "expected exactly one of image and table");
-    if (image) {
+    const Entry* text = Optional(m, "text");
+    if ((image != nullptr) + (table != nullptr) + (text != nullptr) != 1)
+      return Error(e.line, path, "expected exactly one of image, table and text");
+    if (text) {
+      in.text_input = true;
+      FERRY_ASSIGN_OR_RETURN(in.text, Text(*text, path + ".text"));
+    } else if (image) {
       FERRY_ASSIGN_OR_RETURN(in.image, Image(*image, path + ".image"));
     } else {
       in.table_input = true;
       FERRY_ASSIGN_OR_RETURN(in.table, Table(*table, path + ".table"));
     }
     return in;
+  }
+
+  // text: {tokenizer, max_length, truncation, padding, pad_id, add_special_tokens, field,
+  // output, dtype} or, for a companion input, {from, output, dtype}.
+  Result<TextSpec> Text(const Entry& e, const std::string& path) {
+    TextSpec t;
+    FERRY_ASSIGN_OR_RETURN(
+        Map m, Open(e, path,
+                    {"tokenizer", "from", "output", "dtype", "max_length", "truncation", "padding",
+                     "pad_id", "add_special_tokens", "field"}));
+    if (auto* o = Optional(m, "output")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v,
+                             Choice(*o, path + ".output", {"ids", "attention_mask", "type_ids"}));
+      t.output = v == "ids"              ? TextSpec::Output::kIds
+                 : v == "attention_mask" ? TextSpec::Output::kAttentionMask
+                                         : TextSpec::Output::kTypeIds;
+    }
+    if (auto* d = Optional(m, "dtype")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*d, path + ".dtype", {"int64", "int32"}));
+      t.dtype = v == "int64" ? DType::kInt64 : DType::kInt32;
+    }
+    const Entry* from = Optional(m, "from");
+    const Entry* tok = Optional(m, "tokenizer");
+    if ((from != nullptr) == (tok != nullptr))
+      return Error(e.line, path,
+                   "expected exactly one of tokenizer (a tokenizer.json) and from (the text "
+                   "input whose tokenizer this one shares)");
+    if (from) {
+      for (const char* k :
+           {"max_length", "truncation", "padding", "pad_id", "add_special_tokens", "field"})
+        if (auto* x = Optional(m, k))
+          return Error(x->line, Join(path, k),
+                       "set on the input named by `from`, not on a companion input");
+      FERRY_ASSIGN_OR_RETURN(t.from, String(*from, path + ".from"));
+      return t;
+    }
+    FERRY_ASSIGN_OR_RETURN(t.tokenizer_path, String(*tok, path + ".tokenizer"));
+    std::filesystem::path tp(t.tokenizer_path);
+    if (tp.is_relative()) tp = std::filesystem::path(file_).parent_path() / tp;
+    auto loaded = Tokenizer::Load(tp.string());
+    if (!loaded.ok())  // kInvalid, or kUnsupported for a component Ferry does not run
+      return Status(loaded.status().code(),
+                    Error(tok->line, path + ".tokenizer", loaded.status().message()).message());
+    t.tokenizer = std::shared_ptr<const Tokenizer>(std::move(*loaded));
+    t.tokenizer_path = tp.string();
+    if (auto* x = Optional(m, "max_length")) {
+      FERRY_ASSIGN_OR_RETURN(t.max_length, Int(*x, path + ".max_length", 1, 1'000'000));
+      if (t.max_length < t.tokenizer->NumSpecialTokens())
+        return Error(x->line, path + ".max_length",
+                     fmt::format("{} is less than the {} special tokens the tokenizer adds",
+                                 t.max_length, t.tokenizer->NumSpecialTokens()));
+      t.padding = TextSpec::Padding::kMaxLength;
+    }
+    if (auto* x = Optional(m, "truncation")) {
+      if (x->node.IsScalar() && x->node.Scalar() == "error") {
+        t.truncation = TextSpec::Truncation::kError;
+      } else {
+        if (!(x->node.IsScalar() && x->node.Scalar() == "true"))
+          return Expected(*x, path + ".truncation", "true|error");
+      }
+    }
+    if (auto* x = Optional(m, "padding")) {
+      FERRY_ASSIGN_OR_RETURN(
+          std::string v, Choice(*x, path + ".padding", {"max_length", "longest", "none", "file"}));
+      t.padding = v == "max_length" ? TextSpec::Padding::kMaxLength
+                  : v == "longest"  ? TextSpec::Padding::kLongest
+                  : v == "none"     ? TextSpec::Padding::kNone
+                                    : TextSpec::Padding::kFile;
+      if (t.padding == TextSpec::Padding::kMaxLength && t.max_length == 0 &&
+          !t.tokenizer->truncation().enabled)
+        return Error(x->line, path + ".padding",
+                     "max_length padding needs max_length (the tokenizer.json has no "
+                     "truncation length)");
+    }
+    if (t.truncation == TextSpec::Truncation::kError && t.max_length == 0 &&
+        !t.tokenizer->truncation().enabled)
+      return Error(e.line, path + ".truncation",
+                   "error needs max_length (the tokenizer.json has no truncation length)");
+    if (auto* x = Optional(m, "pad_id")) {
+      FERRY_ASSIGN_OR_RETURN(t.pad_id, Int(*x, path + ".pad_id", 0, 4294967295LL));
+      t.has_pad_id = true;
+    }
+    if (auto* x = Optional(m, "add_special_tokens")) {
+      FERRY_ASSIGN_OR_RETURN(t.add_special_tokens, Bool(*x, path + ".add_special_tokens"));
+    }
+    if (auto* x = Optional(m, "field")) {
+      FERRY_ASSIGN_OR_RETURN(t.field, String(*x, path + ".field"));
+    }
+    return t;
   }
 
   Result<TableSpec> Table(const Entry& e, const std::string& path) {
@@ -590,6 +699,24 @@ std::string SpecToJson(const Spec& spec) {
   j["version"] = 1;
   j["inputs"] = nlohmann::json::array();
   for (const auto& in : spec.inputs) {
+    if (in.is_text()) {
+      const TextSpec& t = in.text;
+      static const char* kOutputs[] = {"ids", "attention_mask", "type_ids"};
+      static const char* kPadding[] = {"file", "max_length", "longest", "none"};
+      nlohmann::json x = {
+          {"tokenizer", t.tokenizer_path},
+          {"output", kOutputs[static_cast<int>(t.output)]},
+          {"dtype", t.dtype == DType::kInt64 ? "int64" : "int32"},
+          {"max_length", t.max_length},
+          {"truncation", t.truncation == TextSpec::Truncation::kCut ? "true" : "error"},
+          {"padding", kPadding[static_cast<int>(t.padding)]},
+          {"add_special_tokens", t.add_special_tokens},
+          {"field", t.field}};
+      x["pad_id"] = t.has_pad_id ? nlohmann::json(t.pad_id) : nlohmann::json(nullptr);
+      if (!t.from.empty()) x["from"] = t.from;
+      j["inputs"].push_back({{"name", in.name}, {"text", x}});
+      continue;
+    }
     if (in.is_table()) {
       nlohmann::json cols = nlohmann::json::array();
       for (const auto& c : in.table.columns) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,12 +106,38 @@ struct TableSpec {
   int64_t width() const;        // features per row
 };
 
+class Tokenizer;  // prep/tokenizer.h
+
+// A text input (prep/text.h): each example through a tokenizer.json, one of its three outputs.
+struct TextSpec {
+  std::string tokenizer_path;                  // as loaded (relative to the spec's folder)
+  std::shared_ptr<const Tokenizer> tokenizer;  // loaded with the spec; immutable, shared
+  std::string from;  // a companion input: the text input whose settings it takes ("": none)
+  enum class Output { kIds, kAttentionMask, kTypeIds } output = Output::kIds;
+  // Truncation to max_length (0: the tokenizer.json's own truncation, if any), special tokens
+  // included; kError: a longer example is an error.
+  int64_t max_length = 0;
+  enum class Truncation { kCut, kError } truncation = Truncation::kCut;
+  // kFile: the tokenizer.json's padding (Fixed N, or BatchLongest = kLongest, or none);
+  // kMaxLength: to max_length (the default when max_length is given); kLongest: to the longest
+  // example of the batch; kNone: none (every example must then give the same length).
+  enum class Padding { kFile, kMaxLength, kLongest, kNone } padding = Padding::kFile;
+  bool has_pad_id = false;  // else the tokenizer.json's padding.pad_id, else 0
+  int64_t pad_id = 0;
+  bool add_special_tokens = true;
+  std::string field = "text";   // the field of JSON Lines objects
+  DType dtype = DType::kInt64;  // int64 | int32
+};
+
 struct InputSpec {
   std::string name;
   ImageSpec image;  // when !is_table()
   bool table_input = false;
   TableSpec table;  // when is_table()
   bool is_table() const { return table_input; }
+  bool text_input = false;
+  TextSpec text;  // when is_text()
+  bool is_text() const { return text_input; }
 };
 
 // Post-processing of one model output (prep/decode.h), exactly one kind.
