@@ -61,6 +61,8 @@ bool IsOwnQLinearConv(const NodeSlot& slot);
 // qlinear_conv.cc: ConvInteger (group 1) on the same kernel, int32 out.
 std::span<const KernelDef> ConvIntegerKernels();
 std::span<const KernelDef> DynQLstmKernels();  // dynq_lstm.cc: com.microsoft DynamicQuantizeLSTM
+// Tests: 1 = the reference's std::exp / std::tanh gates (bit-exact), 0 = vec.h's, -1 = default.
+void SetDqLstmExactGatesForTesting(int exact);
 // contrib.cc: com.microsoft Attention (contrib_attention.cc), SkipLayerNormalization,
 // QLinearAdd, QLinearGlobalAveragePool, QGemm, and the default domain's QLinearConv
 std::span<const KernelDef> ContribKernels();

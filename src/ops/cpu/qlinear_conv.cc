@@ -50,11 +50,19 @@ struct OwnQConvState : KernelState {
   std::vector<int32_t> acc;
 };
 
+// [N, C, HW] to [N, HW, C], in blocks of 64 pixels (each block's C * 64 outputs stay in L1).
 template <typename T>
 void ToNhwc(const T* x, T* y, int64_t n, int64_t c, int64_t hw) {
+  constexpr int64_t kB = 64;
   for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p) y[(b * hw + p) * c + ch] = x[(b * c + ch) * hw + p];
+    for (int64_t p0 = 0; p0 < hw; p0 += kB) {
+      const int64_t p1 = std::min(hw, p0 + kB);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const T* src = x + (b * c + ch) * hw;
+        T* dst = y + b * hw * c + ch;
+        for (int64_t p = p0; p < p1; ++p) dst[p * c] = src[p];
+      }
+    }
 }
 
 // im2col of output rows [r0, r1) (row = (b, oy, ox)) into col [rows, kh * kw * C].
@@ -370,12 +378,17 @@ void RunOwnQLinearConv(OpContext& ctx, NodeSlot& slot) {
   if (s.integer) {  // [rows, M] to plain [N, M, OH * OW]
     int32_t* yp = y.data<int32_t>();
     const int64_t ohw = s.oh * s.ow;
-    ParallelRange(s.n * m, 16, [&](int64_t b, int64_t e) {
+    // In blocks of 16 pixels: the block's 16 * M sums stay in L1 while each channel's 16
+    // outputs are stored.
+    constexpr int64_t kB = 16;
+    const int64_t blocks = (ohw + kB - 1) / kB;
+    ParallelRange(s.n * blocks, 8, [&](int64_t b, int64_t e) {
       for (int64_t q = b; q < e; ++q) {
-        const int64_t img = q / m, j = q % m;
-        const int32_t* a = s.acc.data() + img * ohw * m + j;
-        int32_t* d = yp + q * ohw;
-        for (int64_t p = 0; p < ohw; ++p) d[p] = a[p * m];
+        const int64_t img = q / blocks, p0 = (q % blocks) * kB, p1 = std::min(ohw, p0 + kB);
+        const int32_t* a = s.acc.data() + img * ohw * m;
+        int32_t* d = yp + img * m * ohw;
+        for (int64_t j = 0; j < m; ++j)
+          for (int64_t p = p0; p < p1; ++p) d[j * ohw + p] = a[p * m + j];
       }
     });
     return;
