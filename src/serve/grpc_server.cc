@@ -449,6 +449,31 @@ class InferenceService final : public pb::GRPCInferenceService::Service {
 
   grpc::Status ModelInfer(grpc::ServerContext* ctx, const pb::ModelInferRequest* req,
                           pb::ModelInferResponse* resp) override {
+    return InferOne(ctx, req, resp);
+  }
+
+  // Requests answered one after another in arrival order, each with its own response or error
+  // (the stream goes on after an error); the stream ends when the client closes its side or
+  // the server shuts down. One stream is one caller: its requests do not overlap (a client that
+  // wants them to uses several streams or ModelInfer calls).
+  grpc::Status ModelStreamInfer(grpc::ServerContext* ctx,
+                                grpc::ServerReaderWriter<pb::ModelStreamInferResponse,
+                                                         pb::ModelInferRequest>* stream) override {
+    pb::ModelInferRequest req;
+    while (stream->Read(&req)) {
+      pb::ModelStreamInferResponse out;
+      if (grpc::Status st = InferOne(ctx, &req, out.mutable_infer_response()); !st.ok()) {
+        out.clear_infer_response();
+        out.set_error_message(st.error_message());
+      }
+      if (!stream->Write(out)) break;  // the client went away
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  grpc::Status InferOne(grpc::ServerContext* ctx, const pb::ModelInferRequest* req,
+                        pb::ModelInferResponse* resp) {
     if (grpc::Status st = Authorize(ctx, Scope::kInfer, req->model_name()); !st.ok()) return st;
     InferRequest request;
     if (grpc::Status st = DecodeRequest(*req, &request); !st.ok()) return st;
@@ -469,6 +494,60 @@ class InferenceService final : public pb::GRPCInferenceService::Service {
       t->set_datatype(std::string(datatype));
       for (int64_t d : o.tensor.shape()) t->add_shape(d);
       EncodeRaw(o.tensor, resp->add_raw_output_contents());
+    }
+    return grpc::Status::OK;
+  }
+
+ public:
+  grpc::Status ModelConfig(grpc::ServerContext* ctx, const pb::ModelConfigRequest* req,
+                           pb::ModelConfigResponse* resp) override {
+    if (grpc::Status st = Authorize(ctx, Scope::kInfer, req->name()); !st.ok()) return st;
+    ModelConfigInfo c;
+    if (Error e = service_->GetModelConfig(req->name(), req->version(), &c); !e.ok()) {
+      return ToGrpc(e);
+    }
+    pb::ModelConfig* m = resp->mutable_config();
+    m->set_name(c.name);
+    m->set_platform(c.platform);
+    m->set_backend("ferry");
+    m->set_default_model_filename("model.onnx");
+    m->set_max_batch_size(static_cast<int32_t>(c.max_batch_size));
+    pb::ModelVersionPolicy* vp = m->mutable_version_policy();
+    if (c.policy == ServeConfig::Policy::kAll) {
+      vp->mutable_all();
+    } else if (c.policy == ServeConfig::Policy::kSpecific) {
+      for (int64_t v : c.specific) vp->mutable_specific()->add_versions(v);
+    } else {
+      vp->mutable_latest()->set_num_versions(static_cast<uint32_t>(c.latest));
+    }
+    for (const TensorMetadata& t : c.inputs) {
+      pb::ModelInput* in = m->add_input();
+      in->set_name(t.name);
+      in->set_data_type(static_cast<pb::DataType>(TritonDataTypeNumber(t.datatype)));
+      for (int64_t d : t.shape) in->add_dims(d);
+    }
+    for (const TensorMetadata& t : c.outputs) {
+      pb::ModelOutput* out = m->add_output();
+      out->set_name(t.name);
+      out->set_data_type(static_cast<pb::DataType>(TritonDataTypeNumber(t.datatype)));
+      for (int64_t d : t.shape) out->add_dims(d);
+      out->set_label_filename(c.label_filename);
+    }
+    pb::ModelInstanceGroup* g = m->add_instance_group();
+    g->set_name(c.name);
+    g->set_kind(pb::ModelInstanceGroup::KIND_CPU);
+    g->set_count(c.instances);
+    if (c.dynamic_batching) {
+      pb::ModelDynamicBatching* b = m->mutable_dynamic_batching();
+      for (int64_t p : c.preferred_batch_sizes)
+        b->add_preferred_batch_size(static_cast<int32_t>(p));
+      b->set_max_queue_delay_microseconds(c.max_queue_delay_us);
+      b->set_priority_levels(c.priority_levels);
+      b->set_default_priority_level(c.default_priority);
+      pb::ModelQueuePolicy* q = b->mutable_default_queue_policy();
+      q->set_default_timeout_microseconds(c.default_timeout_us);
+      q->set_allow_timeout_override(true);
+      q->set_max_queue_size(static_cast<uint32_t>(c.max_queue_size));
     }
     return grpc::Status::OK;
   }

@@ -179,6 +179,14 @@ void HttpServer::Impl::Routes() {
                               {"verified", m.verified}}),
                     "application/json");
   });
+  http.Get(model_re + "/config", [=](const httplib::Request& req, httplib::Response& res) {
+    std::string name = req.matches[1], version = req.matches[2];
+    if (!infer_auth(req, res, name)) return;
+    ModelConfigInfo c;
+    Error e = svc->GetModelConfig(name, version, &c);
+    if (!e.ok()) return Reply(res, e);
+    res.set_content(ModelConfigJson(c), "application/json");
+  });
   http.Get(model_re + "/ready", [=](const httplib::Request& req, httplib::Response& res) {
     std::string name = req.matches[1], version = req.matches[2];
     if (!infer_auth(req, res, name)) return;

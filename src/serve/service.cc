@@ -632,13 +632,11 @@ ServerMetadata Service::Metadata() const {
       "classification",     "model_repository",    "model_repository(unload_dependents)",
       "schedule_policy",    "model_configuration", "system_shared_memory",
       "binary_tensor_data", "statistics"};
-  // Ferry implements neither shared memory nor model configuration: not advertised.
-  m.extensions.erase(std::remove_if(m.extensions.begin(), m.extensions.end(),
-                                    [](const std::string& e) {
-                                      return e == "system_shared_memory" ||
-                                             e == "model_configuration";
-                                    }),
-                     m.extensions.end());
+  // Ferry does not implement shared memory: not advertised.
+  m.extensions.erase(
+      std::remove_if(m.extensions.begin(), m.extensions.end(),
+                     [](const std::string& e) { return e == "system_shared_memory"; }),
+      m.extensions.end());
   return m;
 }
 
@@ -661,6 +659,19 @@ Error Service::GetModelMetadata(const std::string& name, const std::string& vers
             [](const std::string& a, const std::string& b) { return VersionLess(b, a); });
   *out = chosen->meta;
   out->versions = ready;
+  return Error::Ok();
+}
+
+Error Service::GetModelConfig(const std::string& name, const std::string& version,
+                              ModelConfigInfo* out) const {
+  Error err;
+  std::shared_ptr<Executor> executor = impl_->Find(name, version, &err);
+  if (!executor) return err;
+  ModelMetadata meta;
+  if (Error e = GetModelMetadata(name, executor->spec().version, &meta); !e.ok()) return e;
+  const ExecutorSpec& spec = executor->spec();
+  *out = MakeModelConfig(meta, spec.version, spec.config, spec.batchable, spec.instances,
+                         !spec.labels.empty());
   return Error::Ok();
 }
 

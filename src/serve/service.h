@@ -28,6 +28,7 @@
 
 #include "core/status.h"
 #include "serve/auth.h"
+#include "serve/model_config.h"
 #include "serve/source.h"
 #include "serve/types.h"
 
@@ -62,6 +63,9 @@ class Service {
 
   Error GetModelMetadata(const std::string& name, const std::string& version,
                          ModelMetadata* out) const;
+  // The model configuration extension: what runs for the version ("" : the newest ready one).
+  Error GetModelConfig(const std::string& name, const std::string& version,
+                       ModelConfigInfo* out) const;
   // Ok when the version (or, with version "", the model's newest version) is READY.
   Error ModelReady(const std::string& name, const std::string& version) const;
   // Queues the request on the version and waits for its answer. kNotFound: no such model or

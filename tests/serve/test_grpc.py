@@ -36,7 +36,7 @@ from onnx import numpy_helper
 
 import grpc
 import tritonclient.grpc as tc
-from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -169,11 +169,19 @@ def check_proto(proto, protoc, work):
                 cmp(f.message_type, g.message_type)
 
     theirs = service_pb2.DESCRIPTOR
+    config = model_config_pb2.DESCRIPTOR  # ModelConfig and its parts live there
     for name, m in ours.message_types_by_name.items():
-        if name not in theirs.message_types_by_name:
-            bad.append(name)
-        else:
+        if name in theirs.message_types_by_name:
             cmp(m, theirs.message_types_by_name[name])
+        elif name in config.message_types_by_name:
+            cmp(m, config.message_types_by_name[name])
+        else:
+            bad.append(name)
+    for name, e in ours.enum_types_by_name.items():
+        t = config.enum_types_by_name.get(name)
+        if t is None or any(t.values_by_name.get(v.name) is None or t.values_by_name[v.name].number != v.number
+                            for v in e.values):
+            bad.append("enum " + name)
     svc = ours.services_by_name["GRPCInferenceService"]
     tsvc = theirs.services_by_name["GRPCInferenceService"]
     check(ours.package == "inference", "proto: package inference")
@@ -181,7 +189,10 @@ def check_proto(proto, protoc, work):
         t = tsvc.methods_by_name[m.name]
         if (t.input_type.full_name, t.output_type.full_name) != (m.input_type.full_name, m.output_type.full_name):
             bad.append("rpc " + m.name)
-    check(len(svc.methods) == 10, "proto: 10 RPCs (got %d)" % len(svc.methods))
+    check(len(svc.methods) == 12, "proto: 12 RPCs (got %d)" % len(svc.methods))
+    stream = svc.methods_by_name.get("ModelStreamInfer")
+    check(stream is not None and stream.client_streaming and stream.server_streaming,
+          "proto: ModelStreamInfer streams both ways")
     check(not bad, "proto: wire-compatible with tritonclient's service_pb2 (differs: %s)" % bad)
 
 
@@ -452,6 +463,55 @@ def utf8_flood_check(addr, stderr_path):
           % (sorted(codes), after - before))
 
 
+def stream_checks(addr, x, want):
+    """ModelStreamInfer through tritonclient's start_stream / async_stream_infer: 12 requests
+    sent without waiting (batch sizes 1-3, one to an unknown model, one with a wrong input name)
+    each answered once, in order, with its id; the errors arrive as the stream's errors and the
+    stream goes on; a second stream on the same client after stop_stream works too."""
+    import queue
+    client = tc.InferenceServerClient(addr)
+    got = queue.Queue()
+    client.start_stream(callback=lambda result, error: got.put((result, error)))
+    sent = []
+    for i in range(12):
+        n = 1 + i % 3
+        model, name = "digits", "image"
+        if i == 5:
+            model = "nosuch"
+        if i == 8:
+            name = "pixels"
+        inp = tc.InferInput(name, [n] + list(x.shape[1:]), "FP32")
+        inp.set_data_from_numpy(x[:n])
+        client.async_stream_infer(model, [inp], request_id="s%d" % i)
+        sent.append((i, n))
+    answers = [got.get(timeout=60) for _ in sent]
+    client.stop_stream()
+    ok_ids, errs = [], []
+    for (i, n), (result, error) in zip(sent, answers):
+        if i in (5, 8):
+            errs.append((i, error is not None and result is None,
+                         "" if error is None else error.message()))
+            continue
+        r = result.as_numpy("logits") if result is not None else None
+        good = error is None and r is not None and np.allclose(r, want[:n], rtol=1e-4, atol=1e-5)
+        ok_ids.append(good and result.get_response().id == "s%d" % i)
+    check(all(ok_ids) and len(ok_ids) == 10,
+          "stream: 10 answers in order, each = ONNX Runtime with its request id (%s)" % ok_ids)
+    check(all(e[1] for e in errs) and "nosuch" in errs[0][2] and "pixels" in errs[1][2],
+          "stream: an unknown model and a wrong input name answered as errors naming them, "
+          "the stream going on (%s)" % errs)
+    got2 = queue.Queue()
+    client.start_stream(callback=lambda result, error: got2.put((result, error)))
+    inp = tc.InferInput("image", list(x[:2].shape), "FP32")
+    inp.set_data_from_numpy(x[:2])
+    client.async_stream_infer("digits", [inp], request_id="again")
+    result, error = got2.get(timeout=60)
+    client.stop_stream()
+    check(error is None and np.allclose(result.as_numpy("logits"), want[:2], rtol=1e-4, atol=1e-5),
+          "stream: a second stream on the same client answers")
+    client.close()
+
+
 def run_checks(args, addr, repo, mixed_path, typed_path, zoo):
     client = tc.InferenceServerClient(addr)
     check(client.is_server_live(), "is_server_live")
@@ -476,6 +536,19 @@ def run_checks(args, addr, repo, mixed_path, typed_path, zoo):
           "model metadata (mixed): datatypes %s" % [(i.name, i.datatype) for i in mm.inputs])
     expect_status("metadata of an unknown model", lambda: client.get_model_metadata("nosuch"), "NOT_FOUND")
 
+    cfg = client.get_model_config("digits").config
+    check(cfg.name == "digits" and cfg.backend == "ferry" and cfg.input[0].name == "image"
+          and cfg.input[0].data_type == model_config_pb2.TYPE_FP32
+          and cfg.output[0].data_type == model_config_pb2.TYPE_FP32
+          and cfg.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
+          and cfg.version_policy.latest.num_versions == 1,
+          "model config: digits in Triton's vocabulary (%s)" % str(cfg).replace("\n", " ")[:300])
+    check((cfg.max_batch_size > 0 and list(cfg.input[0].dims) == [1, 8, 8]) or
+          (cfg.max_batch_size == 0 and list(cfg.input[0].dims) == [-1, 1, 8, 8]),
+          "model config: dims without the batch axis exactly when max_batch_size > 0 (%d, %s)" % (
+              cfg.max_batch_size, list(cfg.input[0].dims)))
+    expect_status("model config of an unknown model", lambda: client.get_model_config("nosuch"),
+                  "NOT_FOUND", ["nosuch"])
     check(client.is_model_ready("digits"), "is_model_ready digits")
     check(client.is_model_ready("digits", "1"), "is_model_ready digits v1")
     check(not client.is_model_ready("digits", "7"), "is_model_ready digits v7 (no such version) is false")
@@ -512,6 +585,8 @@ def run_checks(args, addr, repo, mixed_path, typed_path, zoo):
             ok = ok and np.allclose([float(p[0]) for p in parts], want[n][order], rtol=1e-4, atol=1e-3)
     check(ok, "classification class_count=3: top-3 'score:index' match ONNX Runtime (%s)" %
           (None if cls is None else cls[:1]))
+
+    stream_checks(addr, x, want)
 
     # concurrent calls: 8 client threads x 10 requests of different batch sizes, each answer checked
     results = []

@@ -214,6 +214,23 @@ def main_suite(args, work):
               and md["verified"] is True, f"digits metadata {md}")
         check(c.get_model_metadata("resnet18_op17")["verified"] is False,
               "plain ONNX is marked unverified")
+        # The model configuration extension, Triton's vocabulary: digits batches (serve.yaml's
+        # max_batch_size, dims without the batch axis), the zoo's GRU does not.
+        check("model_configuration" in meta["extensions"], "model_configuration advertised")
+        cfg = c.get_model_config("digits")
+        check(cfg["max_batch_size"] == 16 and cfg["input"][0]["name"] == "image"
+              and cfg["input"][0]["data_type"] == "TYPE_FP32" and cfg["input"][0]["dims"] == [1, 8, 8]
+              and cfg["output"][0]["dims"] == [10] and cfg["output"][0]["label_filename"] == "labels.txt"
+              and cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 3000
+              and cfg["instance_group"][0] == {"name": "digits", "kind": "KIND_CPU", "count": 1}
+              and cfg["version_policy"] == {"latest": {"num_versions": 1}}
+              and cfg["backend"] == "ferry", f"digits config {cfg}")
+        g = c.get_model_config("gru_encoder", "1")
+        check(g["max_batch_size"] == 0 and "dynamic_batching" not in g
+              and [i["data_type"] for i in g["input"]] == ["TYPE_INT64"]
+              and len(g["input"][0]["dims"]) == 2, f"gru_encoder config {g}")
+        expect_error(lambda: c.get_model_config("nosuch"), "404", ["nosuch"],
+                     "config of an unknown model")
         check(c.is_model_ready("digits") and c.is_model_ready("digits", "1"), "digits ready")
         check(not c.is_model_ready("wrongkey"), "artifact signed by another key: not ready")
         check(not c.is_model_ready("badgolden"), "artifact whose golden set fails: not ready")
