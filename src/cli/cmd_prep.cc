@@ -1,4 +1,5 @@
 // ferry prep run SPEC IMAGE... -o DIR | ferry prep check SPEC --images DIR|FILE...
+// ferry prep embed MODEL SPEC -o OUT [--check --images DIR|FILE...]
 // ferry prep bench SPEC IMAGE [--runs N] [--warmup W] [--json]
 // The work is in src/prep (Preprocess, Check); this file parses, renders, exits.
 #include <unistd.h>
@@ -6,12 +7,15 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/npy.h"
+#include "ir/onnx_io.h"
 #include "prep/check.h"
+#include "prep/embed.h"
 #include "prep/pipeline.h"
 
 #ifndef FERRY_SOURCE_DIR
@@ -132,6 +136,52 @@ int RunPrepCheck(const CheckOpts& o) {
   return r->ok ? 0 : 1;
 }
 
+struct EmbedOpts {
+  std::string model, spec, out, python, script;
+  std::vector<std::string> images;
+  bool check = false, json = false;
+  double atol = 1e-5, rtol = 1e-5;
+};
+
+// ferry prep embed MODEL SPEC -o OUT [--check --images ...]: exit 4 when a step cannot be
+// embedded (named), 1 when --check fails (nothing written), 3 for bad input.
+int RunPrepEmbed(const EmbedOpts& o) {
+  if (o.check && o.images.empty()) return ReportError(UsageError("--check needs --images"));
+  auto spec = prep::LoadSpec(o.spec);
+  if (!spec.ok()) return ReportError(spec.status());
+  auto model = ir::LoadModel(o.model);
+  if (!model.ok()) return ReportError(model.status());
+  prep::EmbedOptions eo;
+  eo.keep_prep_outputs = o.check;
+  auto r = prep::EmbedSpec(**model, *spec, eo);
+  if (!r.ok()) return ReportError(r.status());
+  std::optional<prep::EmbedCheckResult> check;
+  if (o.check) {
+    auto original = ir::LoadModel(o.model);
+    if (!original.ok()) return ReportError(original.status());
+    auto images = prep::ExpandImages(o.images);
+    if (!images.ok()) return ReportError(images.status());
+    prep::EmbedCheckOptions co;
+    co.images = *images;
+    co.python = o.python.empty() ? DefaultPython() : o.python;
+    co.script =
+        o.script.empty() ? std::string(FERRY_SOURCE_DIR) + "/tools/prep_embed_ort.py" : o.script;
+    co.atol = o.atol;
+    co.rtol = o.rtol;
+    auto c = prep::CheckEmbedded(**original, **model, *spec, co);
+    if (!c.ok()) return ReportError(c.status());
+    check = std::move(*c);
+    prep::DropPrepOutputs(**model, *r);
+  }
+  const prep::EmbedCheckResult* cp = check ? &*check : nullptr;
+  if (!cp || cp->ok) {
+    Status st = ir::SaveModel(**model, o.out);
+    if (!st.ok()) return ReportError(st);
+  }
+  PrintOut(o.json ? prep::FormatEmbedJson(*r, cp, o.out) : prep::FormatEmbedText(*r, cp, o.out));
+  return cp && !cp->ok ? 1 : 0;
+}
+
 }  // namespace
 
 void SetupPrep(CLI::App& sub, Action* action) {
@@ -176,6 +226,31 @@ void SetupPrep(CLI::App& sub, Action* action) {
                     "The reference pipeline (default: tools/prep_reference.py of the source tree)");
   check->add_flag("--json", co->json, "Print one JSON document");
   check->callback([co, action] { *action = [co] { return RunPrepCheck(*co); }; });
+
+  auto eo = std::make_shared<EmbedOpts>();
+  CLI::App* embed = sub.add_subcommand(
+      "embed",
+      "Prepend the spec's image steps ONNX reproduces exactly to the model (it then takes "
+      "decoded uint8 HWC images); exit 4 naming a step it cannot embed");
+  embed->add_option("model", eo->model, "ONNX model")->required();
+  embed->add_option("spec", eo->spec, "Preprocessing spec (YAML or JSON)")->required();
+  embed->add_option("-o,--out", eo->out, "The embedded model (.onnx)")->required();
+  embed->add_flag("--check", eo->check,
+                  "Before writing: the embedded model under Ferry and ONNX Runtime against "
+                  "spec-then-model on --images; exit 1 beyond tolerance, nothing written");
+  embed->add_option("--images", eo->images, "Image files or folders for --check");
+  embed->add_option("--python", eo->python,
+                    "Python with onnxruntime (default: $FERRY_PYTHON, else the project .venv)");
+  embed->add_option("--ort-script", eo->script,
+                    "The ONNX Runtime side of --check (default: tools/prep_embed_ort.py)");
+  embed->add_option("--atol", eo->atol, "--check: absolute tolerance on model outputs")
+      ->check(CLI::NonNegativeNumber);
+  embed
+      ->add_option("--rtol", eo->rtol,
+                   "--check: tolerance relative to the output's largest magnitude")
+      ->check(CLI::NonNegativeNumber);
+  embed->add_flag("--json", eo->json, "Print one JSON document");
+  embed->callback([eo, action] { *action = [eo] { return RunPrepEmbed(*eo); }; });
 }
 
 }  // namespace ferry::cli
