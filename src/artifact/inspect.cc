@@ -18,6 +18,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A keep-aspect resize of a prep spec's JSON: "shorter side 256", "longer side 512", or both.
+std::string KeepAspectText(const nlohmann::json& resize) {
+  std::string s;
+  for (const char* key : {"shorter_side", "longer_side"})
+    if (resize.contains(key))
+      s += fmt::format("{}{} side {}", s.empty() ? "" : ", ",
+                       std::string(key) == "shorter_side" ? "shorter" : "longer",
+                       resize[key].dump());
+  return s;
+}
+
 // Typed reads of manifest fields; the first problem names the field and wins.
 class Reader {
  public:
@@ -360,12 +371,10 @@ std::string FormatText(const ArtifactInfo& a) {
         const auto& im = in.value("image", nlohmann::json::object());
         std::string resize = "no resize";
         if (im.contains("resize") && im["resize"].is_object())
-          resize = fmt::format(
-              "resize {} {}",
-              im["resize"].contains("size")
-                  ? im["resize"]["size"].dump()
-                  : "shorter side " + im["resize"].value("shorter_side", nlohmann::json(0)).dump(),
-              im["resize"].value("filter", ""));
+          resize = fmt::format("resize {} {}",
+                               im["resize"].contains("size") ? im["resize"]["size"].dump()
+                                                             : KeepAspectText(im["resize"]),
+                               im["resize"].value("filter", ""));
         s += fmt::format("    {}: image, {}, {}, layout {}, {}\n", in.value("name", ""),
                          im.value("color", ""), resize, im.value("layout", ""),
                          im.value("dtype", ""));
