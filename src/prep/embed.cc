@@ -10,6 +10,7 @@
 //   18) on float then Round differs from each library in more than 0.1% of the elements
 //   (torchvision_bilinear: 3.8%, cv2_linear: 12.7%; torchvision_bilinear_aa, pil_bilinear: up
 //   to 16 of 255, pil_bicubic: 12); pil_box, pil_lanczos, cv2_area have no Resize mode.
+// - letterbox (nearest filters): the pipeline's scale and sizes in double, Round, then Pad.
 // - center crop (Slice at torchvision's offsets, Round half to even), channel order (Gather),
 //   float conversion (Cast, Mul, Sub, Div: float32 step by step, as the pipeline rounds),
 //   layout (Transpose), batch axis (Squeeze): exact.
@@ -202,8 +203,6 @@ Status Embeddable(const InputSpec& in) {
         "source's replication) happen on the decoded image before it has 3 channels",
         key);
   if (s.resize) {
-    if (s.resize->letterbox)
-      return UnsupportedError("{}: image.resize.fit: letterbox is not embedded yet", key);
     std::string why = FilterRefusal(s.resize->filter);
     if (!why.empty())
       return UnsupportedError("{}: image.resize.filter {} cannot be embedded: {}", key,
@@ -317,7 +316,20 @@ Result<EmbedResult> EmbedSpec(ir::Model& model, const Spec& spec, const EmbedOpt
     std::string h = b.Dim(x, 1), w = b.Dim(x, 2);
     if (s.resize) {
       std::string oh, ow;
-      if (s.resize->keep_aspect()) {
+      if (s.resize->letterbox) {
+        // Scaled by r = min(H / h, W / w) to Round(h r), Round(w r) (half to even, in double,
+        // clamped to [1, H] / [1, W]), as the pipeline computes it.
+        std::string H = b.I64(s.resize->height), W = b.I64(s.resize->width);
+        std::string h_d = b.Cast(h, DType::kDouble), w_d = b.Cast(w, DType::kDouble);
+        std::string r = b.Op("Min", {b.Op("Div", {b.Cast(H, DType::kDouble), h_d}),
+                                     b.Op("Div", {b.Cast(W, DType::kDouble), w_d})});
+        auto scaled = [&](const std::string& size_d, const std::string& limit) {
+          std::string n = b.Cast(b.Op("Round", {b.Op("Mul", {size_d, r})}), DType::kInt64);
+          return b.Op("Max", {b.Op("Min", {n, limit}), b.I64(1)});
+        };
+        oh = scaled(h_d, H);
+        ow = scaled(w_d, W);
+      } else if (s.resize->keep_aspect()) {
         std::tie(oh, ow) = KeepAspectSizes(b, *s.resize, h, w);
       } else {
         oh = b.I64(s.resize->height);
@@ -329,6 +341,26 @@ Result<EmbedResult> EmbedSpec(ir::Model& model, const Spec& spec, const EmbedOpt
       info.steps.push_back(
           fmt::format("resize {}: source indices in double as the library computes them, Gather",
                       FilterName(s.resize->filter)));
+      if (s.resize->letterbox) {
+        // Padded to [H, W] with pad_value, the top / left getting floor(pad / 2).
+        std::string H = b.I64(s.resize->height), W = b.I64(s.resize->width);
+        std::string dh = b.Op("Sub", {H, h}), dw = b.Op("Sub", {W, w});
+        std::string top = b.Op("Div", {dh, b.I64(2)}), left = b.Op("Div", {dw, b.I64(2)});
+        std::string zero = b.I64s({0});
+        std::string pads =
+            b.Op("Concat",
+                 {zero, b.Vec1(top), b.Vec1(left), zero, zero, b.Vec1(b.Op("Sub", {dh, top})),
+                  b.Vec1(b.Op("Sub", {dw, left})), zero},
+                 IntAttr("axis", 0));
+        std::string value =
+            b.Const<uint8_t>({static_cast<uint8_t>(s.resize->pad_value)}, {}, "pad_value");
+        x = b.Op("Pad", {x, pads, value});
+        h = H, w = W;
+        info.steps.push_back(fmt::format(
+            "letterbox [{}, {}]: scale min(H / h, W / w), sizes Round (half to even), Pad with "
+            "{} (top / left floor(pad / 2))",
+            s.resize->height, s.resize->width, s.resize->pad_value));
+      }
     }
     if (s.crop_height) {
       auto offset = [&](const std::string& size, int64_t crop) {

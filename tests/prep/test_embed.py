@@ -129,6 +129,13 @@ def embed_cases(work, models):
         "pil_nearest longer_side only, enlarging": (cnn13, "pixel_values", dict(
             resize={"longer_side": 700, "filter": "pil_nearest"}, scale=1 / 255, layout="chw",
             batch=True)),
+        "letterbox cv2_nearest (YOLO-style, pad 114)": (cnn13, "pixel_values", dict(
+            resize={"size": [96, 80], "filter": "cv2_nearest", "fit": "letterbox"},
+            scale=1 / 255, layout="chw", batch=True)),
+        "letterbox pil_nearest, pad 0, then a crop": (cnn13, "pixel_values", dict(
+            resize={"size": [61, 100], "filter": "pil_nearest", "fit": "letterbox",
+                    "pad_value": 0}, crop={"center": [57, 91]}, scale=1 / 255, layout="chw",
+            batch=True)),
         "crop only, uint8 hwc, no batch axis": (u8, "pixels", dict(
             crop={"center": [201, 150]}, dtype="uint8", layout="hwc", batch=False)),
         "no resize or crop: fixed input": (cnn_fixed, "pixel_values", dict(
@@ -216,8 +223,9 @@ def test_refusals(ferry, work, photos, models):
         ("gray", 4, dict(color="gray", scale=1 / 255), "image.color: gray cannot be embedded"),
         ("alpha composite", 4, dict(alpha={"composite": [255, 255, 255]}, scale=1 / 255),
          "image.alpha.composite cannot be embedded"),
-        ("letterbox", 4, dict(resize={"size": [64, 64], "filter": "cv2_nearest", "fit": "letterbox"},
-                              scale=1 / 255), "letterbox is not embedded"),
+        ("letterbox with cv2_linear", 4, dict(resize={"size": [64, 64], "filter": "cv2_linear",
+                                                      "fit": "letterbox"}, scale=1 / 255),
+         "image.resize.filter cv2_linear cannot be embedded"),
         ("dtype differs", 3, dict(resize={"size": [64, 64], "filter": "cv2_nearest"}, dtype="uint8"),
          "model input 'pixel_values' is"),
         ("crop larger than the resize", 3, dict(resize={"size": [64, 64], "filter": "cv2_nearest"},
