@@ -41,8 +41,9 @@ prep::ImageSpec SpecFor(int index) {
       r.width = 5;
       s.resize = r;
       break;
-    case 1:  // shorter side, then a center crop (may not fit: refused)
+    case 1:  // shorter side (every other one capped by longer_side), then a center crop
       r.shorter_side = 6;
+      if (index % 2) r.longer_side = 7;
       s.resize = r;
       s.crop_height = 4;
       s.crop_width = 4;
@@ -73,6 +74,11 @@ prep::ImageSpec SpecFor(int index) {
     }
   }
   s.batch = rest % 7 != 3;
+  // Alpha composited on a colour for every third spec (PNGs with alpha or tRNS).
+  if (index % 3 == 1) {
+    s.composite_alpha = true;
+    s.background[0] = 10, s.background[1] = 200, s.background[2] = 30;
+  }
   return s;
 }
 

@@ -38,7 +38,7 @@ struct EmbedOptions {
 
 // Rewrites `model` in place: each spec input's steps before the model input of that name.
 // Errors, all before `model` is changed: kUnsupported naming the spec key and why ONNX cannot
-// reproduce it (a resize filter other than the nearest ones, letterbox, gray conversion,
+// reproduce it (a resize filter other than the nearest ones, gray conversion,
 // exif: apply, alpha compositing, table or text inputs); kInvalid when the spec and the
 // model disagree (no such input, dtype, rank or a fixed dim that differs). A model below
 // opset 13 is converted to 13 first (kUnsupported when the converter cannot).
