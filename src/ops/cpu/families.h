@@ -69,6 +69,9 @@ std::span<const KernelDef> ContribKernels();
 // logic.cc: Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not, Where, Cast,
 // GlobalMaxPool
 std::span<const KernelDef> LogicKernels();
+// gelu_tanh.cc: the tanh-approximation GELU chain (tf2onnx) as one pass
+std::span<const Pattern> GeluTanhPatterns();
+const KernelDef* GeluTanhPatternKernel();
 // logic.cc's integer Add / Sub / Mul (op 0 / 1 / 2; int32 or int64, broadcasting), called by
 // elementwise.cc's binary kernels for integer inputs.
 bool IntArithInputs(const OpContext& ctx);

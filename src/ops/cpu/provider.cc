@@ -97,7 +97,7 @@ std::span<const Pattern> AllPatterns() {
   static const std::vector<Pattern> all = [] {
     std::vector<Pattern> v;
     for (auto fam : {NormPatterns(), QMatMulPatterns(), QuantPatterns(), PoolPatterns(),
-                     BatchNormPatterns(), MbConvPatterns(), StemPoolPatterns()})
+                     BatchNormPatterns(), MbConvPatterns(), StemPoolPatterns(), GeluTanhPatterns()})
       v.insert(v.end(), fam.begin(), fam.end());
     return v;
   }();

@@ -1,0 +1,128 @@
+// cpu pattern: the tanh approximation of GELU as jax2tf / tf2onnx export it (magika's
+// ApplyActivation), nine elementwise steps on one tensor x:
+//   a = c1 * x; b = x * a; d = x * b; e = x + d; f = c2 * e; t = Tanh(f); u = one + t;
+//   v = half * u; y = x * v
+// (c1, c2, one, half: single-value float constants, whatever their values; operands of each
+// step in either order). One pass over x in chunks of 512 elements that stay in L1, each step
+// on the same vec.h row kernel its own cpu kernel uses: bit-identical to the nine steps, which
+// read and wrote the whole tensor nine times (magika's [10, 512, 508] activation: 5 ms of
+// elementwise passes at 1 thread). Plain float32 x only; a constant of higher rank than x
+// (which would broadcast the output) declines.
+#include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/families.h"
+#include "ops/cpu/vec.h"
+
+namespace ferry::ops::cpu {
+
+namespace {
+
+// Whether value v is a single-value float32 constant; its value and rank.
+bool ScalarConst(const GraphView& g, int v, float* c, float* rank) {
+  const Tensor* t = v >= 0 ? g.constant(v) : nullptr;
+  if (!t || t->dtype() != DType::kFloat || t->size() != 1) return false;
+  *c = t->data<float>()[0];
+  *rank = std::max(*rank, static_cast<float>(t->rank()));
+  return true;
+}
+
+// Step s is `op` with operands {v, a single-value constant}: the constant.
+bool WithConst(const GraphView& g, size_t s, std::string_view op, int v, float* c, float* rank) {
+  return IsOp(g, s, op) && g.opset(s) >= 7 && ScalarConst(g, Other(g, s, v), c, rank);
+}
+
+// The next step: the only reader of step s's output, of type op.
+bool Next(const GraphView& g, size_t s, std::string_view op, size_t* next) {
+  return OnlyReader(g, g.output(s, 0), next) && IsOp(g, *next, op) && g.opset(*next) >= 7;
+}
+
+bool MatchGeluTanh(const GraphView& g, size_t host, PatternMatch* m) {
+  if (!IsOp(g, host, "Mul") || g.opset(host) < 7) return false;
+  float c1 = 0, c2 = 0, one = 0, half = 0, rank = 0;
+  int x = -1;
+  for (int k = 0; k < 2 && x < 0; ++k) {
+    const int v = g.input(host, static_cast<size_t>(k));
+    if (ScalarConst(g, g.input(host, static_cast<size_t>(1 - k)), &c1, &rank) && v >= 0 &&
+        g.constant(v) == nullptr)
+      x = v;
+  }
+  if (x < 0) return false;
+  size_t s2, s3, s4, s5, s6, s7, s8, s9;
+  if (!Next(g, host, "Mul", &s2) || Other(g, s2, g.output(host, 0)) != x) return false;
+  if (!Next(g, s2, "Mul", &s3) || Other(g, s3, g.output(s2, 0)) != x) return false;
+  if (!Next(g, s3, "Add", &s4) || Other(g, s4, g.output(s3, 0)) != x) return false;
+  if (!OnlyReader(g, g.output(s4, 0), &s5) || !WithConst(g, s5, "Mul", g.output(s4, 0), &c2, &rank))
+    return false;
+  if (!OnlyReader(g, g.output(s5, 0), &s6) || !IsOp(g, s6, "Tanh")) return false;
+  if (!OnlyReader(g, g.output(s6, 0), &s7) ||
+      !WithConst(g, s7, "Add", g.output(s6, 0), &one, &rank))
+    return false;
+  if (!OnlyReader(g, g.output(s7, 0), &s8) ||
+      !WithConst(g, s8, "Mul", g.output(s7, 0), &half, &rank))
+    return false;
+  if (!Next(g, s8, "Mul", &s9) || Other(g, s9, g.output(s8, 0)) != x) return false;
+  m->absorbed = {s2, s3, s4, s5, s6, s7, s8, s9};
+  std::sort(m->absorbed.begin(), m->absorbed.end());
+  m->inputs = {x};
+  m->output = g.output(s9, 0);
+  m->params = {c1, c2, one, half, rank};
+  m->kernel = GeluTanhPatternKernel();
+  return true;
+}
+
+Status PrepareGeluTanh(OpContext& ctx, NodeSlot& slot) {
+  const bool plain = slot.in_layouts.empty() || slot.in_layouts[0] == Layout::kPlain;
+  if (!plain || !ctx.input_is_tensor(0) || ctx.input(0).dtype() != DType::kFloat ||
+      slot.params.size() != 5 || static_cast<float>(ctx.input(0).rank()) < slot.params[4]) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  slot.out_layouts.assign(1, Layout::kPlain);
+  ctx.set_output(0, DType::kFloat, ctx.input(0).shape());
+  return Status::Ok();
+}
+
+void RunGeluTanh(OpContext& ctx, NodeSlot& slot) {
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const int64_t n = ctx.input(0).size();
+  const float c1 = slot.params[0], c2 = slot.params[1], one = slot.params[2], half = slot.params[3];
+  const VecOps& v = Vec();
+  const auto mul = v.binary[static_cast<int>(BinOp::kMul)];
+  const auto add = v.binary[static_cast<int>(BinOp::kAdd)];
+  const auto vv = static_cast<int>(RowKind::kVV), sv = static_cast<int>(RowKind::kSV);
+  const auto tanh = v.unary[static_cast<int>(UnOp::kTanh)];
+  constexpr int64_t kChunk = 512;
+  ParallelRange(n, 1 << 15, [&](int64_t b, int64_t e) {
+    float t1[kChunk], t2[kChunk];
+    for (int64_t i = b; i < e; i += kChunk) {
+      const int64_t len = std::min(kChunk, e - i);
+      const float* xi = x + i;
+      mul[sv](&c1, xi, t1, len);    // a = c1 * x
+      mul[vv](xi, t1, t2, len);     // b = x * a
+      mul[vv](xi, t2, t1, len);     // d = x * b
+      add[vv](xi, t1, t2, len);     // e = x + d
+      mul[sv](&c2, t2, t1, len);    // f = c2 * e
+      tanh(t1, t2, len, 0.f, 0.f);  // t
+      add[sv](&one, t2, t1, len);   // u = one + t
+      mul[sv](&half, t1, t2, len);  // v = half * u
+      mul[vv](xi, t2, y + i, len);  // y = x * v
+    }
+  });
+}
+
+constexpr KernelDef kGeluTanh = {"", "GeluTanh (pattern)", 1,          1000, nullptr, 0,
+                                 0,  PrepareGeluTanh,      RunGeluTanh};
+
+constexpr Pattern kPatterns[] = {{"GeluTanh", MatchGeluTanh}};
+
+}  // namespace
+
+const KernelDef* GeluTanhPatternKernel() {
+  return &kGeluTanh;
+}
+
+std::span<const Pattern> GeluTanhPatterns() {
+  return kPatterns;
+}
+
+}  // namespace ferry::ops::cpu
