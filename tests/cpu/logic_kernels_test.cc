@@ -1,7 +1,8 @@
 // The cpu provider's comparison / logic / Where / Cast / GlobalMaxPool kernels (logic.cc)
 // against the reference kernels, bit for bit, on broadcasting shapes (magika's one-hot Equal:
 // [N,L,1] against [1,1,257]), with each row table the CPU has (AVX-512, AVX2, baseline), and the
-// column Conv (conv1d.cc: [N,C,H,1] run as a row) against the reference.
+// column Conv (conv1d.cc: [N,C,H,1] run as a row) and the last-axis Pad (movement.cc) against the
+// reference.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -137,6 +138,47 @@ TEST(CpuLogic, GlobalMaxPoolMatchesReference) {
       g.Output("y");
       EXPECT_EQ(ProviderOfOp(ExpectMatchesReference(g, 0, 0), "GlobalMaxPool"), "cpu");
     }
+  }
+}
+
+// Pad of the last axis (movement.cc): constant (with and without a value), reflect, edge, on
+// float / int64 / bool data; pads on another axis stay on the reference.
+TEST(CpuLogic, LastAxisPadMatchesReference) {
+  struct Case {
+    const char* mode;
+    DType dt;
+    Shape x;
+    std::vector<int64_t> pads;
+    bool value, cpu;
+  };
+  const Case cases[] = {
+      {"reflect", DType::kFloat, {1, 576}, {0, 64, 0, 64}, false, true},  // silero's STFT pad
+      {"reflect", DType::kFloat, {2, 3, 9}, {0, 0, 3, 0, 0, 8}, false, true},
+      {"edge", DType::kInt64, {4, 5}, {0, 2, 0, 7}, false, true},
+      {"constant", DType::kFloat, {3, 7}, {0, 1, 0, 4}, true, true},
+      {"constant", DType::kBool, {3, 7}, {0, 3, 0, 0}, false, true},
+      {"reflect", DType::kFloat, {1, 1}, {0, 2, 0, 2}, false, true},
+      {"reflect", DType::kFloat, {4, 6}, {1, 1, 0, 0}, false, false},  // another axis
+  };
+  uint32_t seed = 120;
+  for (const Case& c : cases) {
+    GraphBuilder b;
+    b.Input("x", Typed(c.dt, c.x, seed++));
+    b.Const("p", Int64s(c.pads));
+    std::vector<std::string> in = {"x", "p"};
+    if (c.value) {
+      b.Const("v", Tensor::FromVector<float>({2.5f}, {}));
+      in.push_back("v");
+    }
+    ir::Node& n = b.Node("Pad", in, {"y"});
+    ir::Attribute a;
+    a.name = "mode";
+    a.type = ir::AttrType::kString;
+    a.s = c.mode;
+    n.attributes.push_back(std::move(a));
+    b.Output("y");
+    const auto report = ExpectMatchesReference(b, 0, 0);
+    EXPECT_EQ(ProviderOfOp(report, "Pad") == "cpu", c.cpu) << c.mode;
   }
 }
 
