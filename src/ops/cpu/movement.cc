@@ -31,6 +31,12 @@ struct CopyState : KernelState {
   // first, then sliced as plain.
   Layout convert = Layout::kPlain;
   std::vector<float> plain;
+  // Slice: what the state was built for (shapes, layouts, starts / ends / axes / steps) and the
+  // output layout it chose; the same again reuses it without the reference's prepare.
+  StateKey key;
+  std::vector<int64_t> args;
+  Layout out_layout = Layout::kPlain;
+  bool memo = false;
 };
 
 // Drops size-1 dims and merges dim k into k+1 when the input is contiguous across them.
@@ -303,9 +309,6 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
     slot.declined = true;
     return Status::Ok();
   }
-  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
-  const Shape& in = ctx.input(0).shape();
-  const int64_t rank = static_cast<int64_t>(in.size());
   std::vector<int64_t> starts, ends, axes, steps;
   if (ctx.opset() < 10) {
     starts = ctx.attr_ints("starts");
@@ -321,6 +324,23 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
     axes = ints(3);
     steps = ints(4);
   }
+  // The same shapes, layouts and arguments as the last prepare: its plan (small tensors in
+  // control-flow bodies pay the reference's prepare per call otherwise).
+  std::vector<int64_t> args;
+  for (const auto* v : {&starts, &ends, &axes, &steps}) {
+    args.push_back(static_cast<int64_t>(v->size()));
+    args.insert(args.end(), v->begin(), v->end());
+  }
+  StateKey key = MakeKey(ctx, slot);
+  if (auto* old = dynamic_cast<CopyState*>(slot.state.get());
+      old && old->memo && old->key == key && old->args == args) {
+    ctx.set_output(0, ctx.input(0).dtype(), old->out_shape);
+    slot.out_layouts.assign(1, old->out_layout);
+    return Status::Ok();
+  }
+  FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));
+  const Shape& in = ctx.input(0).shape();
+  const int64_t rank = static_cast<int64_t>(in.size());
   if (axes.empty())
     for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
   if (steps.empty()) steps.assign(starts.size(), 1);
@@ -378,7 +398,12 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
   // shuffled channels, read by a Concat and a Conv), else plain.
   std::vector<int64_t> identity(in.size());
   for (size_t k = 0; k < in.size(); ++k) identity[k] = static_cast<int64_t>(k);
-  return Install(ctx, slot, std::move(st), nhwc && KeepNhwc(slot, identity));
+  const bool keep = nhwc && KeepNhwc(slot, identity);
+  st->key = std::move(key);
+  st->args = std::move(args);
+  st->out_layout = keep ? Layout::kNhwc : Layout::kPlain;
+  st->memo = true;
+  return Install(ctx, slot, std::move(st), keep);
 }
 
 // Pad whose pads are all zero (torch exports one before DenseNet's AveragePool transitions): a
