@@ -47,13 +47,6 @@ struct Piece {
   bool at_start = false;  // starts at offset 0 of the input
 };
 
-// Rust regex's \w (single_word boundaries): alphabetic, marks, decimal digits, connectors.
-bool IsRegexWord(char32_t c) {
-  auto k = u::GetCategory(c);
-  return (k >= u::Category::kLu && k <= u::Category::kMe) || k == u::Category::kNd ||
-         k == u::Category::kNl || k == u::Category::kPc || c == 0x200C || c == 0x200D;
-}
-
 Result<std::pair<std::string, int64_t>> ParseTokenPair(const Json& j, const std::string& where) {
   auto it = j.find(where.substr(where.rfind('.') + 1));
   if (it == j.end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_string() ||
@@ -182,8 +175,8 @@ void Tokenizer::Impl::SplitAdded(const std::vector<AddedToken>& tokens, Piece pi
     size_t start = at, stop = at + best->content.size();
     pos = stop;
     if (best->single_word) {
-      bool start_ok = start == 0 || !IsRegexWord(s[start - 1]);
-      bool stop_ok = stop == s.size() || !IsRegexWord(s[stop]);
+      bool start_ok = start == 0 || !u::IsWordChar(s[start - 1]);
+      bool stop_ok = stop == s.size() || !u::IsWordChar(s[stop]);
       if (!start_ok || !stop_ok) continue;
     }
     if (best->lstrip) {

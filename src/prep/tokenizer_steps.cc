@@ -91,13 +91,7 @@ bool IsAsciiPunct(char32_t c) {
 bool IsBertPunct(char32_t c) {
   return IsAsciiPunct(c) || u::IsPunctuation(c);
 }
-// Oniguruma's Unicode \w: letters, marks, decimal digits, connector punctuation (and Nl, the
-// Join_Control pair).
-bool IsWordChar(char32_t c) {
-  u::Category k = u::GetCategory(c);
-  return (k >= u::Category::kLu && k <= u::Category::kMe) || k == u::Category::kNd ||
-         k == u::Category::kNl || k == u::Category::kPc || c == 0x200C || c == 0x200D;
-}
+using u::IsWordChar;
 
 void Lowercase(std::u32string* s) {
   std::u32string out;

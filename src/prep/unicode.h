@@ -79,6 +79,10 @@ inline bool IsOther(char32_t c) {
 inline bool IsNonspacingMark(char32_t c) {
   return GetCategory(c) == Category::kMn;
 }
+// A "word" character of Oniguruma's and Rust regex's Unicode \w: Alphabetic (letters, Nl, and
+// the Other_Alphabetic symbols: circled and squared Latin letters), marks, decimal digits,
+// connector punctuation, ZWNJ / ZWJ.
+bool IsWordChar(char32_t c);
 // The White_Space property (Rust's char::is_whitespace, Oniguruma's \s).
 bool IsWhiteSpace(char32_t c);
 

@@ -3,6 +3,7 @@
 // errors for bad documents. Parity on trained tokenizers: tests/prep/test_text.py.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,13 @@ TEST(Unicode, Categories) {
   EXPECT_TRUE(u::IsWhiteSpace(0x00A0));
   EXPECT_TRUE(u::IsWhiteSpace(0x3000));
   EXPECT_FALSE(u::IsWhiteSpace(0x200B));  // zero width space is Cf, not White_Space
+  // \w as Oniguruma has it (the library's Whitespace pre-tokenizer): Ⓐ (So, Other_Alphabetic),
+  // Ⅳ (Nl), ‿ (Pc) and combining marks are word characters; ① and ² (No) are not.
+  for (char32_t c :
+       {char32_t{0x24B6}, char32_t{0x2163}, char32_t{0x203F}, char32_t{0x0301}, char32_t{U'_'}})
+    EXPECT_TRUE(u::IsWordChar(c)) << static_cast<uint32_t>(c);
+  for (char32_t c : {char32_t{0x2460}, char32_t{0x00B2}, char32_t{U'-'}, char32_t{U' '}})
+    EXPECT_FALSE(u::IsWordChar(c)) << static_cast<uint32_t>(c);
   EXPECT_EQ(u::CombiningClass(0x0301), 230);
   EXPECT_EQ(u::CombiningClass(0x0323), 220);
   EXPECT_EQ(u::CombiningClass(U'a'), 0);
