@@ -212,8 +212,48 @@ def pixels(path, image_spec):
     return np.ascontiguousarray(arr)
 
 
+def float_tensor_array(path, image_spec):
+    """resize.tensor: float: torchvision's float-tensor path, as a training script writes it:
+    the PIL image to a float tensor (to_tensor: p / 255; another scale: p * scale in float32),
+    F.resize of the float tensor (no rounding), center crop, channel order, (x - mean) / std."""
+    resize = image_spec["resize"]
+    arr = np.asarray(decode_pil(path, image_spec))
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    scale = image_spec.get("scale", 1.0)
+    if abs(scale - 1 / 255) < 1e-15:
+        x = arr.astype(np.float32) / np.float32(255)
+    else:
+        x = arr.astype(np.float32) * np.float32(scale)
+    h, w = target_size(arr.shape[0], arr.shape[1], resize)
+    x = torchvision_resize(np.ascontiguousarray(x), h, w, TV_FILTERS[resize["filter"]])
+    if x.ndim == 2:
+        x = x[:, :, None]
+    crop = image_spec.get("crop")
+    if crop:
+        ch, cw = crop["center"]
+        top = int(round((x.shape[0] - ch) / 2.0))
+        left = int(round((x.shape[1] - cw) / 2.0))
+        x = x[top : top + ch, left : left + cw]
+    if image_spec["color"] == "bgr":
+        x = x[:, :, ::-1]
+    mean = image_spec.get("mean") or []
+    std = image_spec.get("std") or []
+    if mean:
+        x = x - np.array(mean, dtype=np.float32)
+    if std:
+        x = x / np.array(std, dtype=np.float32)
+    if image_spec.get("layout", "chw") == "chw":
+        x = x.transpose(2, 0, 1)
+    if image_spec.get("batch", True):
+        x = x[None]
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
 def reference_array(path, image_spec):
     """One image through one input's steps: the tensor (with its batch axis of 1 if any)."""
+    if (image_spec.get("resize") or {}).get("tensor") == "float":
+        return float_tensor_array(path, image_spec)
     arr = pixels(path, image_spec)
     if image_spec["color"] == "bgr":
         arr = arr[:, :, ::-1]

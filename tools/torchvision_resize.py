@@ -2,9 +2,9 @@
 """torchvision's tensor resize for the prep references (tools/prep_reference.py), run by
 Debian's python (/usr/bin/python3: torch 1.13, torchvision 0.14), which the project venv lacks.
 
-A worker: reads one request per line on stdin, `IN.npy OUT.npy H W ANTIALIAS` (IN: a uint8
-HxWxC or HxW array; ANTIALIAS 0|1), writes torchvision.transforms.functional.resize of it as a
-uint8 CHW tensor (bilinear) back as HxWxC (or HxW) uint8 to OUT.npy, answers `ok` or
+A worker: reads one request per line on stdin, `IN.npy OUT.npy H W ANTIALIAS` (IN: a uint8 or
+float32 HxWxC or HxW array; ANTIALIAS 0|1), writes torchvision.transforms.functional.resize of
+it as a CHW tensor of that dtype (bilinear) back as HxWxC (or HxW) to OUT.npy, answers `ok` or
 `error: ...` on stdout; exits at end of input. `--versions` prints the versions and exits.
 """
 import sys

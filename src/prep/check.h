@@ -44,8 +44,9 @@ Result<std::vector<std::string>> ExpandImages(const std::vector<std::string>& it
 // spec or image; kUsage when the reference cannot be run (no python, no script).
 Result<CheckResult> Check(const CheckOptions& options);
 
-// The bar per input: exact for nearest filters or no resize; else at most one 8-bit step
-// (in the output's units: |scale / std|) and >= 99.9% of elements exact.
+// The bar per input: exact for nearest filters or no resize; resize.tensor: float: at most
+// 1e-5; else at most one 8-bit step (in the output's units: |scale / std|) and >= 99.9% of
+// elements exact.
 void ToleranceFor(const ImageSpec& spec, double* max_abs, double* min_exact_share);
 
 // Compares two tensors (same dtype and shape expected) into `out` (max_abs, differing, total).

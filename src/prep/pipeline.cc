@@ -3,6 +3,7 @@
 #include "prep/pipeline.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -76,6 +77,10 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
                                const std::string& what) {
   const Image* img = &decoded;
   Image tmp;
+  // resize.tensor: float: the resized image as unrounded floats (interleaved, img's channels).
+  std::vector<float> fpix;
+  bool use_float = false;
+  int64_t cur_h = 0, cur_w = 0;
   if (spec.color == Color::kGray && decoded.channels == 3) {
     tmp = ToGray(decoded, spec.library);
     img = &tmp;
@@ -119,19 +124,32 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     if (h * w > spec.max_pixels)
       return InvalidError("{}: resize to {}x{} is over decode.max_pixels ({})", what, h, w,
                           spec.max_pixels);
-    if (h != img->height || w != img->width) {
+    if (spec.resize->float_tensor) {  // (at the same size too: to_tensor's values)
+      // torchvision on a float tensor: the resized values stay unrounded (spec.h).
+      // The float tensor's values: to_tensor's p / 255 when scale is 1/255, else p * scale.
+      std::array<float, 256> value;
+      const bool to_tensor = std::fabs(spec.scale - 1.0 / 255.0) < 1e-15;
+      for (int p = 0; p < 256; ++p)
+        value[p] = to_tensor ? static_cast<float>(p) / 255.0f
+                             : static_cast<float>(p) * static_cast<float>(spec.scale);
+      fpix = TorchvisionResizeFloat(*img, h, w,
+                                    spec.resize->filter == Filter::kTorchvisionBilinearAa, value);
+      use_float = true;
+      cur_h = h, cur_w = w;
+    } else if (h != img->height || w != img->width) {
       tmp = Resize(*img, h, w, spec.resize->filter);
       img = &tmp;
     }
   }
-  int64_t top = 0, left = 0, oh = img->height, ow = img->width;
+  if (!use_float) cur_h = img->height, cur_w = img->width;
+  int64_t top = 0, left = 0, oh = cur_h, ow = cur_w;
   if (spec.crop_height) {
-    if (spec.crop_height > img->height || spec.crop_width > img->width)
+    if (spec.crop_height > cur_h || spec.crop_width > cur_w)
       return InvalidError("{}: crop.center [{}, {}] is larger than the image ({}x{} after resize)",
-                          what, spec.crop_height, spec.crop_width, img->height, img->width);
+                          what, spec.crop_height, spec.crop_width, cur_h, cur_w);
     // torchvision's CenterCrop: int(round((size - crop) / 2.0)), Python's ties-to-even round.
-    top = RoundHalfEven(img->height - spec.crop_height);
-    left = RoundHalfEven(img->width - spec.crop_width);
+    top = RoundHalfEven(cur_h - spec.crop_height);
+    left = RoundHalfEven(cur_w - spec.crop_width);
     oh = spec.crop_height;
     ow = spec.crop_width;
   }
@@ -170,10 +188,12 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
   const bool has_mean = !spec.mean.empty(), has_std = !spec.std.empty();
   float* d = t.data<float>();
   for (int64_t y = 0; y < oh; ++y) {
-    const uint8_t* s = img->row(y + top) + left * ic;
+    const uint8_t* s = use_float ? nullptr : img->row(y + top) + left * ic;
+    const float* f = use_float ? fpix.data() + ((y + top) * cur_w + left) * ic : nullptr;
     for (int64_t x = 0; x < ow; ++x)
       for (int64_t c = 0; c < oc; ++c) {
-        float v = static_cast<float>(s[x * ic + src_c[c]]) * scale;
+        float v = use_float ? f[x * ic + src_c[c]]  // the float path's values carry the scale
+                            : static_cast<float>(s[x * ic + src_c[c]]) * scale;
         if (has_mean) v = v - mean[c];
         if (has_std) v = v / stdv[c];
         d[index(y, x, c)] = v;

@@ -4,7 +4,9 @@
 // Pure functions: safe to call from many threads at once.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "prep/image.h"
 #include "prep/spec.h"
@@ -19,5 +21,10 @@ Image Resize(const Image& in, int64_t out_height, int64_t out_width, Filter filt
 // 1.13 computes it on the CPU (resize_torchvision.cc); what Resize calls for the torchvision_*
 // filters. Same precondition.
 Image TorchvisionResize(const Image& in, int64_t out_height, int64_t out_width, bool antialias);
+// torchvision's resize of a float tensor (resize.tensor: float): each pixel p taken as
+// value[p] (to_tensor's p / 255.f, or p * scale), resized with the same arithmetic, unrounded;
+// interleaved HWC.
+std::vector<float> TorchvisionResizeFloat(const Image& in, int64_t out_height, int64_t out_width,
+                                          bool antialias, const std::array<float, 256>& value);
 
 }  // namespace ferry::prep

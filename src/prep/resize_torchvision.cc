@@ -5,6 +5,7 @@
 // against that build (tests/prep/test_prep.py); the float rounding steps are spelled out because
 // they decide which outputs land on the other side of .5.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -50,31 +51,29 @@ LinearTaps LinearAxis(int64_t in, int64_t out) {
 // four source pixels times the float products of the axis weights, summed in double and rounded
 // once to float; a 3-channel one (cpu_upsample_generic, built with FMA contraction) takes
 // t_r = fma(x_r0, wx0, x_r1 * wx1) per source row, then fma(t_0, wy0, t_1 * wy1), in float.
-Image Bilinear(const Image& in, int64_t oh, int64_t ow) {
+std::vector<float> Bilinear(const Image& in, int64_t oh, int64_t ow, const float* v) {
   const LinearTaps ty = LinearAxis(in.height, oh), tx = LinearAxis(in.width, ow);
   const int64_t c = in.channels;
-  Image out(oh, ow, c);
+  std::vector<float> out(static_cast<size_t>(oh * ow * c));
   for (int64_t y = 0; y < oh; ++y) {
     const uint8_t* r0 = in.row(ty.i0[y]);
     const uint8_t* r1 = in.row(ty.i1[y]);
-    uint8_t* d = out.row(y);
+    float* d = out.data() + y * ow * c;
     for (int64_t x = 0; x < ow; ++x) {
       const float w00 = ty.l0[y] * tx.l0[x], w01 = ty.l0[y] * tx.l1[x];
       const float w10 = ty.l1[y] * tx.l0[x], w11 = ty.l1[y] * tx.l1[x];
       const int64_t a = tx.i0[x] * c, b = tx.i1[x] * c;
       if (c == 1) {
-        double s = static_cast<double>(r0[a]) * w00 + static_cast<double>(r0[b]) * w01 +
-                   static_cast<double>(r1[a]) * w10 + static_cast<double>(r1[b]) * w11;
-        d[x] = RoundToU8(static_cast<float>(s));
+        double s = static_cast<double>(v[r0[a]]) * w00 + static_cast<double>(v[r0[b]]) * w01 +
+                   static_cast<double>(v[r1[a]]) * w10 + static_cast<double>(v[r1[b]]) * w11;
+        d[x] = static_cast<float>(s);
         continue;
       }
       const float wx0 = tx.l0[x], wx1 = tx.l1[x], wy0 = ty.l0[y], wy1 = ty.l1[y];
       for (int64_t k = 0; k < c; ++k) {
-        const float t0 =
-            std::fma(static_cast<float>(r0[a + k]), wx0, static_cast<float>(r0[b + k]) * wx1);
-        const float t1 =
-            std::fma(static_cast<float>(r1[a + k]), wx0, static_cast<float>(r1[b + k]) * wx1);
-        d[x * c + k] = RoundToU8(std::fma(t0, wy0, t1 * wy1));
+        const float t0 = std::fma(v[r0[a + k]], wx0, v[r0[b + k]] * wx1);
+        const float t1 = std::fma(v[r1[a + k]], wx0, v[r1[b + k]] * wx1);
+        d[x * c + k] = std::fma(t0, wy0, t1 * wy1);
       }
     }
   }
@@ -140,31 +139,43 @@ float Accumulate(const float* x, size_t stride, const std::vector<float>& w, siz
 
 // With antialias: separable, the width first into a float32 image, then the height (torch's
 // separable_upsample_generic_Nd: the last dim first), each pass through Accumulate.
-Image BilinearAa(const Image& in, int64_t oh, int64_t ow) {
+std::vector<float> BilinearAa(const Image& in, int64_t oh, int64_t ow, const float* v) {
   const int64_t h = in.height, w = in.width, c = in.channels;
   const AaTaps tx = AaAxis(w, ow), ty = AaAxis(h, oh);
-  std::vector<float> src(in.pixels.begin(), in.pixels.end());
+  std::vector<float> src(in.pixels.size());
+  for (size_t i = 0; i < src.size(); ++i) src[i] = v[in.pixels[i]];
   std::vector<float> mid(static_cast<size_t>(h * ow * c));
   for (int64_t y = 0; y < h; ++y)
     for (int64_t x = 0; x < ow; ++x)
       for (int64_t k = 0; k < c; ++k)
         mid[(y * ow + x) * c + k] =
             Accumulate(src.data() + (y * w + tx.start[x]) * c + k, c, tx.w[x], tx.fused_from);
-  Image out(oh, ow, c);
   const int64_t stride = ow * c;
+  std::vector<float> out(static_cast<size_t>(oh * stride));
   for (int64_t y = 0; y < oh; ++y) {
     const float* s = mid.data() + ty.start[y] * stride;
-    uint8_t* d = out.row(y);
-    for (int64_t i = 0; i < stride; ++i)
-      d[i] = RoundToU8(Accumulate(s + i, stride, ty.w[y], ty.fused_from));
+    float* d = out.data() + y * stride;
+    for (int64_t i = 0; i < stride; ++i) d[i] = Accumulate(s + i, stride, ty.w[y], ty.fused_from);
   }
   return out;
 }
 
 }  // namespace
 
+std::vector<float> TorchvisionResizeFloat(const Image& in, int64_t out_height, int64_t out_width,
+                                          bool antialias, const std::array<float, 256>& value) {
+  return antialias ? BilinearAa(in, out_height, out_width, value.data())
+                   : Bilinear(in, out_height, out_width, value.data());
+}
+
 Image TorchvisionResize(const Image& in, int64_t out_height, int64_t out_width, bool antialias) {
-  return antialias ? BilinearAa(in, out_height, out_width) : Bilinear(in, out_height, out_width);
+  std::array<float, 256> identity;
+  for (int i = 0; i < 256; ++i) identity[i] = static_cast<float>(i);
+  const std::vector<float> v =
+      TorchvisionResizeFloat(in, out_height, out_width, antialias, identity);
+  Image out(out_height, out_width, in.channels);
+  for (size_t i = 0; i < v.size(); ++i) out.pixels[i] = RoundToU8(v[i]);
+  return out;
 }
 
 }  // namespace ferry::prep

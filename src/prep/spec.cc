@@ -477,6 +477,7 @@ class Parser {
 
   Result<ImageSpec> Image(const Entry& e, const std::string& path) {
     ImageSpec s;
+    int float_line = 0;  // resize.tensor: float, checked against dtype below
     FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path,
                                        {"decode", "color", "alpha", "library", "resize", "crop",
                                         "scale", "mean", "std", "layout", "batch", "dtype"}));
@@ -515,9 +516,9 @@ class Parser {
     }
     if (auto* r = Optional(m, "resize")) {
       std::string rpath = path + ".resize";
-      FERRY_ASSIGN_OR_RETURN(
-          Map rm,
-          Open(*r, rpath, {"size", "shorter_side", "longer_side", "filter", "fit", "pad_value"}));
+      FERRY_ASSIGN_OR_RETURN(Map rm, Open(*r, rpath,
+                                          {"size", "shorter_side", "longer_side", "filter", "fit",
+                                           "pad_value", "tensor"}));
       ResizeSpec rs;
       const Entry* size = Optional(rm, "size");
       const Entry* shorter = Optional(rm, "shorter_side");
@@ -559,6 +560,17 @@ class Parser {
         FERRY_ASSIGN_OR_RETURN(int64_t pv, Int(*pad, rpath + ".pad_value", 0, 255));
         rs.pad_value = static_cast<int>(pv);
       }
+      if (auto* tensor = Optional(rm, "tensor")) {
+        FERRY_ASSIGN_OR_RETURN(std::string v,
+                               Choice(*tensor, rpath + ".tensor", {"uint8", "float"}));
+        rs.float_tensor = v == "float";
+        if (rs.float_tensor && rs.filter != Filter::kTorchvisionBilinear &&
+            rs.filter != Filter::kTorchvisionBilinearAa)
+          return Error(tensor->line, rpath + ".tensor", "float only with a torchvision_* filter");
+        if (rs.float_tensor && rs.letterbox)
+          return Error(tensor->line, rpath + ".tensor", "float is not supported with letterbox");
+        float_line = tensor->line;
+      }
       s.library = FilterLibrary(rs.filter);
       s.resize = rs;
     }
@@ -590,6 +602,8 @@ class Parser {
       FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*t, path + ".dtype", {"float32", "uint8"}));
       s.dtype = v == "uint8" ? DType::kUint8 : DType::kFloat;
     }
+    if (float_line && s.dtype != DType::kFloat)
+      return Error(float_line, path + ".resize.tensor", "float needs dtype: float32");
     const int channels = s.color == Color::kGray ? 1 : 3;
     for (const char* key : {"scale", "mean", "std"}) {
       auto* k = Optional(m, key);
@@ -757,6 +771,7 @@ std::string SpecToJson(const Spec& spec) {
       if (s.resize->longer_side) r["longer_side"] = s.resize->longer_side;
       if (!s.resize->keep_aspect()) r["size"] = {s.resize->height, s.resize->width};
       r["filter"] = FilterName(s.resize->filter);
+      if (s.resize->float_tensor) r["tensor"] = "float";
       if (s.resize->letterbox) {
         r["fit"] = "letterbox";
         r["pad_value"] = s.resize->pad_value;

@@ -57,6 +57,10 @@ struct ResizeSpec {
   // as ultralytics' LetterBox (auto=False, scaleup=True) computes it.
   bool letterbox = false;
   int pad_value = 114;
+  // tensor: float (torchvision filters, dtype float32, no letterbox): torchvision's resize of a
+  // float tensor (to_tensor() first): the resized values stay unrounded, then scale / mean /
+  // std; uint8 (the default): a uint8 tensor's resize, rounded back to uint8.
+  bool float_tensor = false;
 };
 
 struct ImageSpec {

@@ -138,7 +138,7 @@ TEST(PrepSpec, KeepAspectSidesAndAlphaComposite) {
 TEST(PrepSpec, UnknownKeyNamesKeyAndLine) {
   EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_box, antialias: true}\n")),
             "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
-            "shorter_side, longer_side, filter, fit, pad_value)");
+            "shorter_side, longer_side, filter, fit, pad_value, tensor)");
   EXPECT_EQ(ErrorOf("inputs: []\nmodel: m.onnx\n"),
             "spec.yaml:2: model: unknown key (expected one of: version, inputs, outputs)");
   EXPECT_NE(ErrorOf(Minimal("      colour: rgb\n"))
@@ -181,6 +181,11 @@ TEST(PrepSpec, MissingAndConflictingKeys) {
                             "torchvision_bilinear}\n")),
             "spec.yaml:6: inputs[0].image.resize.longer_side: must be greater than shorter_side "
             "(256), as torchvision's max_size must");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_bilinear, tensor: float}\n")),
+            "spec.yaml:6: inputs[0].image.resize.tensor: float only with a torchvision_* filter");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], filter: torchvision_bilinear, tensor: "
+                            "float}\n      dtype: uint8\n")),
+            "spec.yaml:6: inputs[0].image.resize.tensor: float needs dtype: float32");
   EXPECT_EQ(ErrorOf(Minimal("      alpha: keep\n")),
             "spec.yaml:6: inputs[0].image.alpha: expected drop, got 'keep'");
   EXPECT_EQ(ErrorOf(Minimal("      alpha: {composite: [255, 255]}\n")),

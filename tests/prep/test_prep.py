@@ -173,6 +173,41 @@ def test_aspect_sweep(ferry, work, files):
                    f"{bad or 'all within the bar'}")
 
 
+def test_torchvision_float(ferry, work, files):
+    """resize.tensor: float: torchvision's float-tensor path (to_tensor, F.resize of the float
+    tensor, Normalize) on every photo and size, both filters, two normalisations: <= 1e-5."""
+    stats = {}
+    for photo in PHOTOS:
+        png = files[photo]["png"]
+        a = files[photo]["array"]
+        h, w = a.shape[:2]
+        gray = a.ndim == 2
+        for fname, fac in FACTORS:
+            H, W = max(1, round(h * fac)), max(1, round(w * fac))
+            inputs = []
+            for f in ref.TV_FILTERS:
+                for k, (sc, mean, std) in enumerate(((1 / 255, [0.5] if gray else [0.485, 0.456, 0.406],
+                                                      [0.25] if gray else [0.229, 0.224, 0.225]),
+                                                     (1 / 127.5, [1.0], [1.0]))):
+                    inputs.append((f"{f}_{k}", dict(
+                        image_spec(color="gray" if gray else "rgb"),
+                        resize={"size": [H, W], "filter": f, "tensor": "float"}, scale=sc,
+                        mean=mean, std=std, dtype="float32", layout="chw", batch=True)))
+            spec = write_spec(os.path.join(work, "tv_float.json"), inputs)
+            out = ferry_run(ferry, spec, [png], os.path.join(work, "out_tv_float"))
+            for n, s in inputs:
+                d = diff(np.load(os.path.join(out, n + ".npy")), ref.reference_array(png, s))
+                st = stats.setdefault(n.rsplit("_", 1)[0], [0.0, 1.0, 0])
+                if d is None:
+                    check(False, f"{n} {photo} {fname}: shape differs")
+                    continue
+                st[0], st[1], st[2] = max(st[0], d[0]), min(st[1], d[1]), st[2] + 1
+    for f, (m, e, n) in stats.items():
+        check(n == 2 * len(PHOTOS) * len(FACTORS) and m <= 1e-5,
+              f"{f} on a float tensor (tensor: float): {n} cases, max abs diff {m:.3g}, "
+              f"min {100 * e:.2f}% exact (bar: <= 1e-5)")
+
+
 def tv_output_sizes(python, queries):
     """torchvision 0.14's own _compute_resized_output_size for (h, w, size, max_size) queries."""
     code = ("import sys, json\n"
@@ -618,6 +653,7 @@ def main():
     files = make_photos(a.work, a.skimage_python)
     test_resize_parity(a.ferry, a.work, files)
     test_aspect_sweep(a.ferry, a.work, files)
+    test_torchvision_float(a.ferry, a.work, files)
     test_keep_aspect(a.ferry, a.work, files, a.skimage_python)
     test_alpha(a.ferry, a.work, files)
     test_decode(a.ferry, a.work, files)
