@@ -67,8 +67,9 @@ def encode(text_spec, texts):
     if error:
         for i, e in enumerate(encs):
             if len(e.ids) > max_length:
-                sys.exit("example %d has %d tokens, more than max_length %d" %
-                         (i + 1, len(e.ids), max_length) and 3)
+                print("example %d has %d tokens, more than max_length %d" %
+                      (i + 1, len(e.ids), max_length), file=sys.stderr)
+                sys.exit(3)
     key = {"ids": "ids", "attention_mask": "attention_mask", "type_ids": "type_ids"}
     rows = [getattr(e, key[text_spec["output"]]) for e in encs]
     if len({len(r) for r in rows}) > 1:

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -63,10 +64,13 @@ struct Tokenizer::Impl {
   std::unique_ptr<tok::Model> model;
   SingleTemplate post;
   std::vector<AddedToken> raw_tokens, normalized_tokens;  // matched before / after normalizing
+  // Per first character, the indices of the tokens that start with it.
+  using FirstCharIndex = std::unordered_map<char32_t, std::vector<size_t>>;
+  FirstCharIndex raw_index, normalized_index;
 
   Status ParsePostProcessor(const Json& j, const std::string& where);
   // Splits `text` on `tokens` (leftmost-longest, then single_word / lstrip / rstrip).
-  void SplitAdded(const std::vector<AddedToken>& tokens, Piece piece,
+  void SplitAdded(const std::vector<AddedToken>& tokens, const FirstCharIndex& index, Piece piece,
                   std::vector<Piece>* out) const;
 };
 
@@ -149,8 +153,8 @@ Status Tokenizer::Impl::ParsePostProcessor(const Json& j, const std::string& whe
                                       "TemplateProcessing, ByteLevel or Sequence)");
 }
 
-void Tokenizer::Impl::SplitAdded(const std::vector<AddedToken>& tokens, Piece piece,
-                                 std::vector<Piece>* out) const {
+void Tokenizer::Impl::SplitAdded(const std::vector<AddedToken>& tokens, const FirstCharIndex& index,
+                                 Piece piece, std::vector<Piece>* out) const {
   const std::u32string& s = piece.text;
   if (tokens.empty() || s.empty()) {
     if (!s.empty()) out->push_back(std::move(piece));
@@ -164,9 +168,12 @@ void Tokenizer::Impl::SplitAdded(const std::vector<AddedToken>& tokens, Piece pi
     // Leftmost-longest: the first position where any token starts, its longest token.
     const AddedToken* best = nullptr;
     size_t at = pos;
-    for (; at < s.size() && best == nullptr; ++at) {
-      for (const AddedToken& t : tokens) {
-        if (t.content.empty() || s.compare(at, t.content.size(), t.content) != 0) continue;
+    for (; at < s.size(); ++at) {
+      auto candidates = index.find(s[at]);
+      if (candidates == index.end()) continue;
+      for (size_t k : candidates->second) {
+        const AddedToken& t = tokens[k];
+        if (s.compare(at, t.content.size(), t.content) != 0) continue;
         if (best == nullptr || t.content.size() > best->content.size()) best = &t;
       }
       if (best != nullptr) break;
@@ -257,6 +264,11 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view text,
     }
   }
 
+  for (size_t k = 0; k < impl->raw_tokens.size(); ++k)
+    impl->raw_index[impl->raw_tokens[k].content[0]].push_back(k);
+  for (size_t k = 0; k < impl->normalized_tokens.size(); ++k)  // normalizing may empty one
+    if (!impl->normalized_tokens[k].content.empty())
+      impl->normalized_index[impl->normalized_tokens[k].content[0]].push_back(k);
   std::unique_ptr<Tokenizer> tk(new Tokenizer(std::move(impl)));
   if (const Json* t = section("truncation")) {
     std::string key = w + "truncation";
@@ -341,14 +353,14 @@ Result<Encoding> Tokenizer::Encode(std::string_view text, bool add_special_token
   whole.at_start = true;
   const Impl& m = *impl_;
   std::vector<Piece> raw, pieces;
-  m.SplitAdded(m.raw_tokens, std::move(whole), &raw);
+  m.SplitAdded(m.raw_tokens, m.raw_index, std::move(whole), &raw);
   for (Piece& p : raw) {
     if (p.id >= 0) {
       pieces.push_back(std::move(p));
       continue;
     }
     if (m.normalizer) m.normalizer->Apply(&p.text);
-    m.SplitAdded(m.normalized_tokens, std::move(p), &pieces);
+    m.SplitAdded(m.normalized_tokens, m.normalized_index, std::move(p), &pieces);
   }
   Encoding e;
   for (Piece& p : pieces) {
