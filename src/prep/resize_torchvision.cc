@@ -51,7 +51,11 @@ LinearTaps LinearAxis(int64_t in, int64_t out) {
 // four source pixels times the float products of the axis weights, summed in double and rounded
 // once to float; a 3-channel one (cpu_upsample_generic, built with FMA contraction) takes
 // t_r = fma(x_r0, wx0, x_r1 * wx1) per source row, then fma(t_0, wy0, t_1 * wy1), in float.
-std::vector<float> Bilinear(const Image& in, int64_t oh, int64_t ow, const float* v) {
+// Both kernels are cloned for CPUs with FMA (ifunc-dispatched): there std::fma is one
+// instruction, elsewhere a libm call; the results are the same.
+__attribute__((target_clones("fma", "default"))) std::vector<float> Bilinear(const Image& in,
+                                                                             int64_t oh, int64_t ow,
+                                                                             const float* v) {
   const LinearTaps ty = LinearAxis(in.height, oh), tx = LinearAxis(in.width, ow);
   const int64_t c = in.channels;
   std::vector<float> out(static_cast<size_t>(oh * ow * c));
@@ -129,7 +133,8 @@ AaTaps AaAxis(int64_t in, int64_t out) {
 // 5 taps (every enlargement and reductions up to ~2.3x: equal on every element), else the
 // first four additions plain and the rest fused (equal at 3.7x; 99-99.9% of elements at other
 // factors, the rest one float ulp off, which moves a rounded uint8 only at an exact .5).
-float Accumulate(const float* x, size_t stride, const std::vector<float>& w, size_t fused_from) {
+inline float Accumulate(const float* x, size_t stride, const std::vector<float>& w,
+                        size_t fused_from) {
   if (w.empty()) return 0.0f;
   float acc = x[0] * w[0];
   for (size_t j = 1; j < w.size(); ++j)
@@ -139,7 +144,10 @@ float Accumulate(const float* x, size_t stride, const std::vector<float>& w, siz
 
 // With antialias: separable, the width first into a float32 image, then the height (torch's
 // separable_upsample_generic_Nd: the last dim first), each pass through Accumulate.
-std::vector<float> BilinearAa(const Image& in, int64_t oh, int64_t ow, const float* v) {
+__attribute__((target_clones("fma", "default"))) std::vector<float> BilinearAa(const Image& in,
+                                                                               int64_t oh,
+                                                                               int64_t ow,
+                                                                               const float* v) {
   const int64_t h = in.height, w = in.width, c = in.channels;
   const AaTaps tx = AaAxis(w, ow), ty = AaAxis(h, oh);
   std::vector<float> src(in.pixels.size());
