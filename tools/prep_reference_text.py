@@ -42,8 +42,9 @@ def encode(text_spec, texts):
     file_pad = tk.padding
     max_length = text_spec["max_length"] or (tk.truncation or {}).get("max_length", 0)
     error = text_spec["truncation"] == "error"
-    if text_spec["max_length"]:
-        tk.enable_truncation(max_length=max_length)
+    if text_spec["max_length"]:  # the spec's length, the file's direction
+        tk.enable_truncation(max_length=max_length,
+                             direction=(tk.truncation or {}).get("direction", "right"))
     if error:
         tk.no_truncation()
     pad_id = text_spec["pad_id"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Text inputs in a prep spec (`text:`): tokenizers trained with the `tokenizers` library on
-local text (WordPiece with BertNormalizer lowercase + stripped accents and cased, GPT-2 and
+local text (WordPiece with BertNormalizer lowercase + stripped accents — also truncated and
+padded on the left — and cased, GPT-2 and
 RoBERTa byte-level BPE, BPE with Whitespace / prefixes / fused unknowns / Metaspace + byte
 fallback, WordLevel) and a real tokenizer.json from a PyPI wheel (coqui-tts ships tortoise's),
 through `ferry prep run`, compared EXACTLY with the library (ids, attention mask, type ids) on a
@@ -116,16 +117,33 @@ def parity(args):
                 tk.enable_padding(pad_id=0)
         compare(args, name, spec, data, reference(path, corpus, own), stats)
         # Overridden from the spec: max_length 24, padded to it, pad id 1 (the library's
-        # enable_truncation / enable_padding(length=...)).
+        # enable_truncation / enable_padding(length=...), keeping the file's directions).
         spec2 = os.path.join(args.work, name + "_24.yaml")
         write_spec(spec2, path, ", max_length: 24, pad_id: 1")
 
-        def fixed(tk):
-            tk.enable_truncation(max_length=24)
+        def fixed(tk):  # the spec's length, the file's directions
+            tk.enable_truncation(max_length=24,
+                                 direction=(tk.truncation or {}).get("direction", "right"))
             p = tk.padding or {}
             tk.enable_padding(length=24, pad_id=1, pad_type_id=p.get("pad_type_id", 0),
                               direction=p.get("direction", "right"))
         compare(args, name + "_24", spec2, data, reference(path, corpus, fixed), stats)
+    # Without the special tokens (add_special_tokens: false), two tokenizers.
+    for name in ("wordpiece_uncased", "bytelevel_roberta"):
+        spec3 = os.path.join(args.work, name + "_nospecial.yaml")
+        write_spec(spec3, paths[name], ", max_length: 24, add_special_tokens: false")
+
+        def plain(tk):
+            tk.enable_truncation(max_length=24)
+            tk.enable_padding(length=24, pad_id=0)
+        from tokenizers import Tokenizer as T
+        tk = T.from_file(paths[name])
+        plain(tk)
+        encs = tk.encode_batch(corpus, add_special_tokens=False)
+        want = {"input_ids": np.array([e.ids for e in encs], np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encs], np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encs], np.int64)}
+        compare(args, name + "_nospecial", spec3, data, want, stats)
     # Plain text lines (.txt, one example a line), int32.
     lines = [t for t in corpus if "\n" not in t and "\r" not in t and "\x85" not in t
              and "\u2028" not in t and "\u2029" not in t]

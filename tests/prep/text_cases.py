@@ -138,6 +138,12 @@ def train_all(out_dir):
     tk.enable_padding(length=32, pad_id=tk.token_to_id("[PAD]"), pad_token="[PAD]")
     save("wordpiece_uncased_trunc_pad", tk)
 
+    # Truncated and padded on the left (the file's own settings).
+    tk.enable_truncation(max_length=20, direction="left")
+    tk.enable_padding(length=20, direction="left", pad_id=tk.token_to_id("[PAD]"),
+                      pad_token="[PAD]")
+    save("wordpiece_uncased_left", tk)
+
     # BERT cased: no lowercasing, accents kept, BertProcessing.
     tk = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=30))
     tk.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
