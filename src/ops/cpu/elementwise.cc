@@ -43,8 +43,9 @@ struct EltState : KernelState {
   bool channel = false;
   bool big_is_a = true;
   int64_t seg_len = 0, segs_per_n = 1, small_n = 0, period = 1;
-  // Equal shapes in two layouts (`mixed`): operand k stored in `from[k]` is first copied into
-  // `scratch[k]` in the output's layout when `from[k]` differs from it.
+  // Equal shapes in two layouts, or a per-channel operation whose output must be plain
+  // (`mixed`): operand k stored in `from[k]` is first copied into `scratch[k]` in the output's
+  // layout when `from[k]` differs from it.
   bool mixed = false;
   Layout from[2] = {Layout::kPlain, Layout::kPlain}, to = Layout::kPlain;
   std::vector<float> scratch[2];
@@ -241,12 +242,17 @@ Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
   const bool channel =
       !same && !mixed && kOp != BinOp::kPow && (la == Layout::kPlain) != (lb == Layout::kPlain);
   const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
-  const Layout out_layout = same      ? la
-                            : mixed   ? (!nhwc_ok               ? Layout::kPlain
-                                         : la != Layout::kPlain ? la
-                                                                : lb)
-                            : channel ? (la != Layout::kPlain ? la : lb)
-                                      : Layout::kPlain;
+  // A per-channel operation whose output must be plain (a reader takes plain only: PP-OCR's SE
+  // scale Mul before an Identity) converts the non-plain operand to plain first (as `mixed`
+  // does) instead of leaving the node to the reference kernel.
+  const bool channel_to_plain = channel && !nhwc_ok;
+  const Layout out_layout = channel_to_plain ? Layout::kPlain
+                            : same           ? la
+                            : mixed          ? (!nhwc_ok               ? Layout::kPlain
+                                                : la != Layout::kPlain ? la
+                                                                       : lb)
+                            : channel        ? (la != Layout::kPlain ? la : lb)
+                                             : Layout::kPlain;
   if ((!same && !mixed && !channel && (la != Layout::kPlain || lb != Layout::kPlain)) ||
       !PickLayout(slot, out_layout)) {
     slot.declined = true;
@@ -264,10 +270,17 @@ Status PrepareBinary(OpContext& ctx, NodeSlot& slot) {
       fresh->big_is_a = la != Layout::kPlain;
       const Shape& big = fresh->big_is_a ? a.shape() : b.shape();
       const Shape& small = fresh->big_is_a ? b.shape() : a.shape();
+      const Layout stored = fresh->big_is_a ? la : lb;
       if (big != fresh->out_shape ||
-          !PlanChannel(big, fresh->big_is_a ? la : lb, small, fresh.get())) {
+          !PlanChannel(big, channel_to_plain ? Layout::kPlain : stored, small, fresh.get())) {
         slot.declined = true;
         return Status::Ok();
+      }
+      if (channel_to_plain) {
+        fresh->mixed = true;
+        fresh->from[0] = la;
+        fresh->from[1] = lb;
+        fresh->to = Layout::kPlain;
       }
     } else if (same || mixed) {
       PlanBroadcast({NumElements(a.shape())}, {NumElements(a.shape())}, {NumElements(a.shape())},

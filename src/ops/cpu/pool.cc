@@ -26,7 +26,8 @@ struct PoolState : KernelState {
   DType dtype = DType::kFloat;  // float32, or uint8 / int8 (MaxPool of a QOperator model)
   dnnl::pooling_v2_forward prim;
   memory::desc src_md, dst_md;
-  bool own_max = false;  // MaxPool in NHWC / blocked, layout kept: VecMaxPool, not oneDNN
+  bool own_max = false;    // MaxPool in NHWC / blocked, layout kept: VecMaxPool, not oneDNN
+  bool plain_max = false;  // MaxPool on plain NCHW where oneDNN has only its slow simple_nchw
   VecPoolGeom geom;
 };
 
@@ -160,6 +161,66 @@ bool Accepts2d(const ir::Node& n) {
   return ks && ks->ints.size() == 2 && n.outputs.size() <= 1;
 }
 
+}  // namespace
+
+// The columns whose window lies inside the row run tap by tap over the whole span (a loop the
+// compiler vectorises), the edge columns one by one.
+void PlainMaxPoolRow(const float* x, float* y, const VecPoolGeom& g, int64_t plane, int64_t oy) {
+  int64_t y0 = 0, ky0 = 0, ky1 = 0;
+  RowSetup(g, oy, &y0, &ky0, &ky1);
+  const float* xp = x + plane * g.h * g.w;
+  float* yr = y + (plane * g.oh + oy) * g.ow;
+  const auto inside = [&](int64_t ox) {
+    const int64_t x0 = ox * g.sw - g.pl;
+    return x0 >= 0 && x0 + (g.kw - 1) * g.dw < g.w;
+  };
+  const auto one = [&](int64_t ox) {
+    const int64_t x0 = ox * g.sw - g.pl;
+    bool any = false;
+    float m = 0.f;
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* r = xp + (y0 + ky * g.dh) * g.w;
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const int64_t xx = x0 + kx * g.dw;
+        if (xx < 0 || xx >= g.w) continue;
+        const float v = r[xx];
+        if (!any || v > m || (v != v && m == m)) m = v;
+        any = true;
+      }
+    }
+    yr[ox] = any ? m : 0.f;
+  };
+  int64_t a = 0, b = g.ow;
+  while (a < b && !inside(a)) ++a;
+  while (b > a && !inside(b - 1)) --b;
+  for (int64_t ox = 0; ox < a; ++ox) one(ox);
+  for (int64_t ox = b; ox < g.ow; ++ox) one(ox);
+  if (a == b) return;
+  if (ky0 == ky1) {
+    std::fill(yr + a, yr + b, 0.f);
+    return;
+  }
+  const int64_t sw = g.sw;
+  bool first = true;
+  for (int64_t ky = ky0; ky < ky1; ++ky)
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const float* r = xp + (y0 + ky * g.dh) * g.w - g.pl + kx * g.dw;
+      if (first) {
+#pragma omp simd
+        for (int64_t ox = a; ox < b; ++ox) yr[ox] = r[ox * sw];
+        first = false;
+        continue;
+      }
+#pragma omp simd
+      for (int64_t ox = a; ox < b; ++ox) {
+        const float v = r[ox * sw], m = yr[ox];
+        yr[ox] = (v > m || (v != v && m == m)) ? v : m;
+      }
+    }
+}
+
+namespace {
+
 // The window of a 2-D pooling: kernel, strides, dilations, pads (top, left, bottom, right).
 struct PoolWindow {
   std::vector<int64_t> k, strides, dil, pads;
@@ -228,8 +289,36 @@ Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape
   try {
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, fresh->src_md,
                                      fresh->dst_md, ss, kk, dd, pl, pr);
-    fresh->prim = dnnl::pooling_v2_forward(
-        dnnl::pooling_v2_forward::primitive_desc(d, slot.provider->engine()));
+    dnnl::pooling_v2_forward::primitive_desc pd(d, slot.provider->engine());
+    // oneDNN 2.6 has no jit max pooling for plain NCHW with uneven pads on larger images
+    // (PP-OCR's detector, 2x2 stride 1 SAME_UPPER on [1,24,320,320]: its simple_nchw took
+    // 100 ms of the model's 430, ~40 ns per output): its simple_nchw / ref implementations run
+    // the own plain kernel instead. (Not its jit ones: on a 3x3 stride-2 pool the own kernel,
+    // strided loads, is far slower.)
+    const std::string impl = pd.impl_info_str();
+    if (max && x.dtype() == DType::kFloat && in_layout == Layout::kPlain &&
+        fresh->out_layout == Layout::kPlain && w.k[0] * w.k[1] <= kMaxTaps &&
+        (impl.rfind("simple", 0) == 0 || impl.rfind("ref", 0) == 0)) {
+      VecPoolGeom& g = fresh->geom;
+      g.images = x.dim(0) * x.dim(1);
+      g.vc = 1;
+      g.h = x.dim(2);
+      g.w = x.dim(3);
+      g.oh = y[2];
+      g.ow = y[3];
+      g.kh = w.k[0];
+      g.kw = w.k[1];
+      g.sh = w.strides[0];
+      g.sw = w.strides[1];
+      g.dh = w.dil[0];
+      g.dw = w.dil[1];
+      g.pt = w.pads[0];
+      g.pl = w.pads[1];
+      fresh->plain_max = true;
+      slot.state = std::move(fresh);
+      return Status::Ok();
+    }
+    fresh->prim = dnnl::pooling_v2_forward(pd);
   } catch (const dnnl::error&) {
     slot.declined = true;
     return Status::Ok();
@@ -268,7 +357,26 @@ Status PrepareWindowPool(OpContext& ctx, NodeSlot& slot) {
     if (w.pads.empty() || auto_pad == "VALID") w.pads = {0, 0, 0, 0};
     w.ceil = ctx.attr_int("ceil_mode", 0) != 0;
     const bool include_pad = ctx.attr_int("count_include_pad", 0) != 0;
-    if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      // MaxPool only (padding never wins a max): the pads that give ceil(in / stride) outputs,
+      // the odd one at the end (SAME_UPPER) or the start (SAME_LOWER), as the reference
+      // computes them. AveragePool keeps the reference (its divisor rules with SAME).
+      if (!kMax || w.k.size() != 2 || w.strides.size() != 2 || w.dil.size() != 2) {
+        slot.declined = true;
+        return Status::Ok();
+      }
+      const Shape& xs = ctx.input(0).shape();
+      w.pads.assign(4, 0);
+      for (size_t a = 0; a < 2; ++a) {
+        const int64_t in = xs[2 + a], st = std::max<int64_t>(w.strides[a], 1);
+        const int64_t out = (in + st - 1) / st;
+        const int64_t total =
+            std::max<int64_t>(0, (out - 1) * st + (w.k[a] - 1) * w.dil[a] + 1 - in);
+        const int64_t small = total / 2, big = total - small;
+        w.pads[a] = auto_pad == "SAME_UPPER" ? small : big;
+        w.pads[2 + a] = auto_pad == "SAME_UPPER" ? big : small;
+      }
+    } else if (auto_pad != "NOTSET" && auto_pad != "VALID") {
       slot.declined = true;
       return Status::Ok();
     }
@@ -291,6 +399,17 @@ void RunWindowPool(OpContext& ctx, NodeSlot& slot) {
     ParallelRange(g.images * g.oh, std::max<int64_t>(1, 32768 / std::max<int64_t>(loads, 1)),
                   [&](int64_t r0, int64_t r1) {
                     for (int64_t r = r0; r < r1; ++r) row(x, y, g, r / g.oh, r % g.oh);
+                  });
+    return;
+  }
+  if (st->plain_max) {
+    const VecPoolGeom& g = st->geom;
+    const float* x = ctx.input(0).data<float>();
+    float* y = ctx.output(0).data<float>();
+    const int64_t loads = std::max<int64_t>(g.ow * g.kh * g.kw, 1);  // per output row
+    ParallelRange(g.images * g.oh, std::max<int64_t>(1, 32768 / loads),
+                  [&](int64_t r0, int64_t r1) {
+                    for (int64_t r = r0; r < r1; ++r) PlainMaxPoolRow(x, y, g, r / g.oh, r % g.oh);
                   });
     return;
   }

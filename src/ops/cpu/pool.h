@@ -24,4 +24,10 @@ using VecMaxPoolRowFn = void (*)(const float* x, float* y, const VecPoolGeom& g,
 // The row function on the widest ISA the CPU has (SetMaxPoolIsaForTesting caps it).
 VecMaxPoolRowFn VecMaxPoolRow();
 
+// One output row (plane `plane` = n * C + c, row `oy`) of max pooling on plain NCHW planes (`g`
+// with vc 1, images = N * C): taps in row-major window order, the first maximum wins, a NaN in
+// a window is the result, a window with no input pixel gives 0 (the reference's rules). Used
+// where oneDNN has only its slow simple_nchw / ref pooling (uneven pads on plain layouts).
+void PlainMaxPoolRow(const float* x, float* y, const VecPoolGeom& g, int64_t plane, int64_t oy);
+
 }  // namespace ferry::ops::cpu
