@@ -209,8 +209,9 @@ void GraphExecutor::PlanFolds(PlanInfo& info) {
 }
 
 // Which values may be stored in a provider layout: every reader is a cpu kernel that takes
-// it, a Shape / Size (they read only the shape), or a Reshape that is a channels-last view
-// (below). Readers come after their values, so the steps are walked backwards.
+// it, a Shape / Size (they read only the shape), a Reshape that is a channels-last view or an
+// Identity whose readers take the layout (below). Readers come after their values, so the steps are
+// walked backwards.
 void GraphExecutor::PlanLayouts(const PlanInfo& info) {
   const size_t nv = names_.size();
   nhwc_ok_.assign(nv, false);
@@ -238,10 +239,17 @@ void GraphExecutor::PlanLayouts(const PlanInfo& info) {
       if (!channel_transpose(r)) return false;
     return true;
   };
+  // An Identity (paddle2onnx writes one after most nodes) passes any layout on when its own
+  // readers take it: a view at run time (run_views.cc).
+  const auto identity_ok = [&](size_t s) {
+    const Step& st = steps_[s];
+    return st.view && st.node->op_type == "Identity" && st.outputs.size() == 1 &&
+           st.outputs[0] >= 0 && nhwc_ok_[U(st.outputs[0])];
+  };
   const auto reader_ok = [&](size_t s, size_t i) {
     const Step& st = steps_[s];
     if (ReadsOnlyShape(*st.node)) return true;
-    if (i == 0 && reshape_ok(s)) return true;
+    if (i == 0 && (reshape_ok(s) || identity_ok(s))) return true;
     return st.cpu && i < 32 && ((st.cpu->nhwc_inputs >> i) & 1u);
   };
   const auto decide = [&](size_t v) {

@@ -74,6 +74,14 @@ Status StepRunner::RunView(size_t s, bool* ran) {
       return Status::Ok();
     }
   }
+  if (st.node->op_type == "Identity" && layouts_[in] != Layout::kPlain && fuse_ &&
+      e_.nhwc_ok_[out]) {
+    frame_.values[out] = v;  // the same storage in the same provider layout (PlanLayouts)
+    layouts_[out] = layouts_[in];
+    ss.provider = "cpu (channels-last view)";
+    *ran = true;
+    return Status::Ok();
+  }
   if (layouts_[in] != Layout::kPlain || v.tensor().dtype() == DType::kString) return Status::Ok();
   const Shape& xs = v.tensor().shape();
   if (st.node->op_type == "Transpose") {

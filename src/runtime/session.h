@@ -70,7 +70,8 @@ struct NodeReport {
   std::string planned;     // "cpu" (a cpu kernel accepts the node) or "reference"
   std::string provider;    // last run: "cpu", "reference", "reference (cpu declined)", "fused",
                            // "cpu (PATTERN)", "cpu (folded constant)", "cpu (unused constant)",
-                           // "cpu (memoized)", "cpu (view)", "cpu (channels-last view)",
+                           // "cpu (memoized)", "cpu (view)", "cpu (channels-last view)" (a
+                           // view of a value in a provider layout: Reshape, Identity),
                            // "cpu (shape only)"
   std::string fused_into;  // provider "fused": the node whose cpu kernel computed this one
   double total_ms = 0;     // with SessionOptions::profile, summed over `calls` runs
