@@ -82,14 +82,14 @@ bool IsBertWhitespace(char32_t c) {
   return c == '\t' || c == '\n' || c == '\r' || u::IsWhiteSpace(c);
 }
 bool IsBertControl(char32_t c) {
-  return c != '\t' && c != '\n' && c != '\r' && u::IsOther(c);
+  return c != '\t' && c != '\n' && c != '\r' && u::IsLibraryOther(c);
 }
 bool IsAsciiPunct(char32_t c) {
   return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
          (c >= 0x7B && c <= 0x7E);
 }
 bool IsBertPunct(char32_t c) {
-  return IsAsciiPunct(c) || u::IsPunctuation(c);
+  return IsAsciiPunct(c) || u::IsLibraryPunctuation(c);
 }
 using u::IsWordChar;
 
@@ -106,7 +106,7 @@ void StripMarks(std::u32string* s, bool all_marks) {
   std::u32string out;
   out.reserve(s->size());
   for (char32_t c : *s)
-    if (!(all_marks ? u::IsMark(c) : u::IsNonspacingMark(c))) out.push_back(c);
+    if (!(all_marks ? u::IsLibraryMark(c) : u::IsLibraryNonspacingMark(c))) out.push_back(c);
   *s = std::move(out);
 }
 
@@ -189,9 +189,11 @@ void SplitChars(const std::u32string& s, Pred pred, Behavior behavior,
 void SplitGpt2(const std::u32string& s, std::vector<std::u32string>* out) {
   using Pred = bool (*)(char32_t);
   static constexpr Pred kClasses[] = {
-      [](char32_t c) { return u::IsLetter(c); },
-      [](char32_t c) { return u::IsNumber(c); },
-      [](char32_t c) { return !u::IsWhiteSpace(c) && !u::IsLetter(c) && !u::IsNumber(c); },
+      [](char32_t c) { return u::IsLibraryLetter(c); },
+      [](char32_t c) { return u::IsLibraryNumber(c); },
+      [](char32_t c) {
+        return !u::IsWhiteSpace(c) && !u::IsLibraryLetter(c) && !u::IsLibraryNumber(c);
+      },
   };
   size_t n = s.size(), i = 0;
   while (i < n) {
@@ -434,7 +436,7 @@ void PreTokenizer::Apply(std::vector<std::u32string>* pieces, bool first) const 
         break;
       case Kind::kDigits:
         SplitChars(
-            s, [](char32_t c) { return u::IsNumber(c); },
+            s, [](char32_t c) { return u::IsLibraryNumeric(c); },
             individual_digits ? Behavior::kIsolated : Behavior::kContiguous, &out);
         break;
       case Kind::kSplit: {

@@ -137,14 +137,29 @@ Category GetCategory(char32_t c) {
   return r == nullptr ? Category::kCn : static_cast<Category>(r->category);
 }
 
+bool IsLibraryOther(char32_t c) {
+  return FindRange(kLibraryOther, c) != nullptr;
+}
+bool IsLibraryPunctuation(char32_t c) {
+  return FindRange(kLibraryPunctuation, c) != nullptr;
+}
+bool IsLibraryNonspacingMark(char32_t c) {
+  return FindRange(kLibraryNonspacingMark, c) != nullptr;
+}
+bool IsLibraryMark(char32_t c) {
+  return FindRange(kLibraryMark, c) != nullptr;
+}
 bool IsWordChar(char32_t c) {
-  Category k = GetCategory(c);
-  if ((k >= Category::kLu && k <= Category::kMe) || k == Category::kNd || k == Category::kNl ||
-      k == Category::kPc)
-    return true;
-  return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) ||
-         (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
-         (c >= 0x1F170 && c <= 0x1F189);
+  return FindRange(kLibraryWord, c) != nullptr;
+}
+bool IsLibraryLetter(char32_t c) {
+  return FindRange(kLibraryLetter, c) != nullptr;
+}
+bool IsLibraryNumber(char32_t c) {
+  return FindRange(kLibraryNumber, c) != nullptr;
+}
+bool IsLibraryNumeric(char32_t c) {
+  return FindRange(kLibraryNumeric, c) != nullptr;
 }
 
 bool IsWhiteSpace(char32_t c) {

@@ -79,23 +79,31 @@ inline bool IsOther(char32_t c) {
 inline bool IsNonspacingMark(char32_t c) {
   return GetCategory(c) == Category::kMn;
 }
-// A "word" character of Oniguruma's and Rust regex's Unicode \w: Alphabetic (letters, Nl, and
-// the Other_Alphabetic symbols: circled and squared Latin letters), marks, decimal digits,
-// connector punctuation, ZWNJ / ZWJ.
-bool IsWordChar(char32_t c);
+// The `tokenizers` library's own character classes, measured on every code point through its
+// components (tools/gen_unicode_tables.py; they differ from Unicode 14.0 where the library's
+// crates use another Unicode version):
+bool IsLibraryOther(char32_t c);           // BertNormalizer clean_text drops it (Cc Cf Co)
+bool IsLibraryPunctuation(char32_t c);     // BertPreTokenizer / Punctuation isolate it (P*)
+bool IsLibraryNonspacingMark(char32_t c);  // BertNormalizer strip_accents drops it (Mn)
+bool IsLibraryMark(char32_t c);            // StripAccents drops it (Mn Mc Me)
+bool IsWordChar(char32_t c);               // \w (Whitespace pre-tokenizer, single_word)
+bool IsLibraryLetter(char32_t c);          // \p{L} of the GPT-2 pattern
+bool IsLibraryNumber(char32_t c);          // \p{N} of the GPT-2 pattern
+bool IsLibraryNumeric(char32_t c);         // Digits: Rust's char::is_numeric
 // The White_Space property (Rust's char::is_whitespace, Oniguruma's \s).
 bool IsWhiteSpace(char32_t c);
 
 // The canonical combining class (0 for starters and unassigned code points).
 uint8_t CombiningClass(char32_t c);
 
-// Per-character full lowercase (Rust's char::to_lowercase: 'İ' -> "i̇"; no context rules, so Σ
-// is always σ), appended to `out`.
+// Per-character full lowercase (Rust's char::to_lowercase as the library has it: 'İ' -> "i̇";
+// no context rules, so Σ is always σ), appended to `out`.
 void AppendLowercase(char32_t c, std::u32string* out);
 
 enum class Form { kNfd, kNfc, kNfkd, kNfkc };
 // The normalization form of `text` (UAX #15: full decomposition, canonical ordering by
-// combining class, and for NFC/NFKC canonical composition; Hangul algorithmic).
+// combining class, and for NFC/NFKC canonical composition; Hangul algorithmic), with the
+// library's decompositions where they differ from Unicode 14.0 (74 code points).
 std::u32string Normalize(std::u32string_view text, Form form);
 
 }  // namespace ferry::prep::unicode

@@ -69,6 +69,27 @@ TEST(Unicode, Categories) {
   EXPECT_EQ(u::CombiningClass(U'a'), 0);
 }
 
+TEST(Unicode, LibraryClasses) {
+  // Where the library's crates predate Unicode 14.0: ⹃ (U+2E43, Po since 10.0) is not its
+  // punctuation, U+1734 (Mn until 14.0) is still its Mn, U+0898 (Mn since 14.0) is not.
+  EXPECT_TRUE(u::IsPunctuation(0x2E43));
+  EXPECT_FALSE(u::IsLibraryPunctuation(0x2E43));
+  EXPECT_TRUE(u::IsLibraryPunctuation(U'!'));
+  EXPECT_TRUE(u::IsLibraryPunctuation(0x3002));
+  EXPECT_TRUE(u::IsLibraryNonspacingMark(0x1734));
+  EXPECT_FALSE(u::IsLibraryNonspacingMark(0x0898));
+  EXPECT_TRUE(u::IsLibraryNonspacingMark(0x0301));
+  EXPECT_TRUE(u::IsLibraryMark(0x20E3));  // StripAccents drops enclosing marks too
+  EXPECT_FALSE(u::IsLibraryNonspacingMark(0x20E3));
+  EXPECT_TRUE(u::IsLibraryOther(0x200B));
+  EXPECT_TRUE(u::IsLibraryOther(0xE000));
+  EXPECT_FALSE(u::IsLibraryOther(U'a'));
+  EXPECT_TRUE(u::IsLibraryLetter(0x4E2D));
+  EXPECT_FALSE(u::IsLibraryLetter(0x0301));
+  EXPECT_TRUE(u::IsLibraryNumber(0x00B2));
+  EXPECT_TRUE(u::IsLibraryNumeric(0x2163));
+}
+
 TEST(Unicode, Lowercase) {
   std::u32string out;
   for (char32_t c : U("A\u00c9\u0130\u03a3\u01c5")) u::AppendLowercase(c, &out);
