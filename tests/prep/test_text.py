@@ -205,6 +205,43 @@ def prep_check(args, paths, data):
                                                      for t in r["tensors"]])
 
 
+def run_with_prep(args, paths, data):
+    """ferry run MODEL --prep SPEC: text files in, through a model (ids + 1000 * mask) out."""
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["attention_mask", "k"], ["m"]),
+         helper.make_node("Add", ["input_ids", "m"], ["out"])], "g",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["n", "l"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["n", "l"])],
+        [helper.make_tensor_value_info("out", TensorProto.INT64, ["n", "l"])],
+        [helper.make_tensor("k", TensorProto.INT64, [], [1000])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    mpath = os.path.join(args.work, "ids_mask.onnx")
+    onnx.save(model, mpath)
+    spec = os.path.join(args.work, "run_prep.yaml")
+    with open(spec, "w") as f:
+        f.write("inputs:\n  - name: input_ids\n    text: {tokenizer: %s, max_length: 32}\n"
+                "  - name: attention_mask\n    text: {from: input_ids, output: attention_mask}\n"
+                % paths["bytelevel_roberta"])
+    out = os.path.join(args.work, "run_out")
+    rc, so, se = ferry(args, "run", mpath, "--prep", spec, "--input", "input_ids=" + data,
+                       "--input", "attention_mask=" + data, "-o", out)
+    check(rc == 0, "ferry run --prep with text: exit 0" + ("" if rc == 0 else " (%s)" % se[-300:]))
+    if rc == 0:
+        from tokenizers import Tokenizer
+        tk = Tokenizer.from_file(paths["bytelevel_roberta"])
+        tk.enable_truncation(32)
+        tk.enable_padding(length=32, pad_id=0)
+        texts = [json.loads(l) for l in open(data, encoding="utf-8")]
+        encs = tk.encode_batch(texts)
+        want = (np.array([e.ids for e in encs], np.int64) +
+                1000 * np.array([e.attention_mask for e in encs], np.int64))
+        got = np.load(os.path.join(out, "out.npy"))
+        check(got.shape == want.shape and np.array_equal(got, want),
+              "ferry run --prep with text: the model saw the library's ids and mask")
+
+
 def bad_inputs(args, paths):
     w = args.work
     good = paths["wordpiece_uncased"]
@@ -295,6 +332,7 @@ def main():
     os.makedirs(args.work)
     paths, data = parity(args)
     sweep(args, paths)
+    run_with_prep(args, paths, data)
     prep_check(args, paths, data)
     bad_inputs(args, paths)
     return summary()
