@@ -47,8 +47,9 @@ int RunPrepBench(const BenchOpts& o) {
   nlohmann::json j = nlohmann::json::array();
   std::string text;
   for (const auto& in : spec->inputs) {
-    if (in.is_table())
-      return ReportError(InvalidError("prep bench times image inputs; '{}' is a table", in.name));
+    if (in.is_table() || in.is_text())
+      return ReportError(InvalidError("prep bench times image inputs; '{}' is a {}", in.name,
+                                      in.is_table() ? "table" : "text input"));
     auto t = prep::TimePreprocess(in.image, *bytes, o.image, o.runs, o.warmup);
     if (!t.ok()) return ReportError(t.status());
     nlohmann::json e;

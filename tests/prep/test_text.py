@@ -297,6 +297,9 @@ def bad_inputs(args, paths):
     for i, (name, body, code, needles) in enumerate(cases):
         expect_error(args, name, code, needles, "prep", "run", spec("bad%d.yaml" % i, body), txt,
                      "-o", os.path.join(w, "bad_out"))
+    # prep bench times images only.
+    s = spec("bench.yaml", "inputs:\n  - name: x\n    text: {tokenizer: %s}\n" % good)
+    expect_error(args, "prep bench on text", 3, ["'x' is a text input"], "prep", "bench", s, txt)
     # A text longer than max_length with truncation: error.
     s = spec("trunc_error.yaml", "inputs:\n  - name: x\n    text: {tokenizer: %s, max_length: 16, "
              "truncation: error}\n" % good)

@@ -213,6 +213,15 @@ def train_all(out_dir):
     tk.enable_padding(pad_to_multiple_of=8, pad_id=0, pad_token="<unk>")
     save("bpe_metaspace_bytefallback", tk)
 
+    # Llama-2 style: no pre-tokenizer, Prepend + Replace normalizers, byte fallback, fuse_unk.
+    tk = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tk.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                          normalizers.Replace(" ", "\u2581")])
+    tk.train_from_iterator(text, trainers.BpeTrainer(vocab_size=900, special_tokens=specials,
+                                                     limit_alphabet=150))
+    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    save("bpe_llama_like", tk)
+
     # WordLevel over Whitespace, NFC.
     tk = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tk.normalizer = normalizers.NFC()
