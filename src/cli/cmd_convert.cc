@@ -59,10 +59,12 @@ void SetupConvert(CLI::App& sub, Action* action) {
   sub.add_option("--keep-fp32", o->keep_fp32,
                  "With --fp16: op types or node names kept in float32 (comma-separated)");
   sub.add_flag("--keep-io-types", o->keep_io, "With --fp16: graph inputs and outputs stay float32");
-  sub.add_option("--check", o->check,
-                 "Run original and converted on N seeded inputs before writing (default 3; 0 = "
-                 "off): --opset must "
-                 "match within rtol 1e-5 / atol 1e-6, --fp16 must not produce NaN/Inf");
+  sub.add_option(
+      "--check", o->check,
+      "Run original and converted on N seeded inputs before writing (default 3; 0 = "
+      "off): --opset must "
+      "match within rtol 1e-5 / atol 1e-6 / scale-rtol 1e-4 (ferry optimize --help), --fp16 "
+      "must not produce NaN/Inf");
   sub.add_option("--check-data", o->check_data,
                  "Run the check on these input sets instead of seeded ones (test_data_set_N "
                  "folders or one <input>.npy per input)");

@@ -19,7 +19,7 @@ struct Options {
   std::vector<std::string> passes, skip, fix_shapes, shapes;
   std::string check_data;
   int check = 3;
-  double rtol = 1e-5, atol = 1e-6;
+  double rtol = 1e-5, atol = 1e-6, scale_rtol = 1e-4;  // passes::CheckOptions' defaults
   bool json = false;
 };
 
@@ -33,6 +33,7 @@ int RunOptimize(const Options& o) {
   oo.check.count = o.check;
   oo.check.rtol = o.rtol;
   oo.check.atol = o.atol;
+  oo.check.scale_rtol = o.scale_rtol;
   auto fixed = ParseShapeSpecs("--fix-shape", o.fix_shapes);
   if (!fixed.ok()) return ReportError(fixed.status());
   oo.fix_shapes = std::move(fixed).value();
@@ -69,6 +70,9 @@ void SetupOptimize(CLI::App& sub, Action* action) {
                  "needs, else 1 per dynamic dim); repeatable");
   sub.add_option("--rtol", o->rtol, "Relative tolerance of --check (default 1e-5)");
   sub.add_option("--atol", o->atol, "Absolute tolerance of --check (default 1e-6)");
+  sub.add_option("--scale-rtol", o->scale_rtol,
+                 "Tolerance of --check relative to each output's largest |value| (default 1e-4; "
+                 "0: element-wise rtol/atol only)");
   sub.add_flag("--json", o->json, "Print one JSON document");
   sub.callback([o, action] { *action = [o] { return RunOptimize(*o); }; });
 }

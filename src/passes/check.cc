@@ -152,6 +152,12 @@ std::string Compare(const Tensor& a, const Tensor& b, const CheckOptions& o, dou
         return fmt::format("string element {} differs", i);
     return "";
   }
+  double scale = 0;  // the output's largest finite |reference value|
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const double x = a.GetAsDouble(i);
+    if (std::isfinite(x)) scale = std::max(scale, std::fabs(x));
+  }
+  const double floor = o.atol + o.scale_rtol * scale;
   for (int64_t i = 0; i < a.size(); ++i) {
     double x = a.GetAsDouble(i), y = b.GetAsDouble(i);
     if (std::isnan(x) || std::isnan(y)) {
@@ -164,9 +170,11 @@ std::string Compare(const Tensor& a, const Tensor& b, const CheckOptions& o, dou
     }
     double d = std::fabs(x - y);
     *max_abs = std::max(*max_abs, d);
-    if (d > o.atol + o.rtol * std::fabs(x))
-      return fmt::format("element {}: {} vs {} (abs {:.3g} > atol {:g} + rtol {:g})", i, x, y, d,
-                         o.atol, o.rtol);
+    if (d > floor + o.rtol * std::fabs(x))
+      return fmt::format(
+          "element {}: {} vs {} (abs {:.3g} > atol {:g} + rtol {:g} |x| + scale-rtol {:g} x "
+          "max|x| {:.3g})",
+          i, x, y, d, o.atol, o.rtol, o.scale_rtol, scale);
   }
   return "";
 }

@@ -19,7 +19,14 @@ inline constexpr int64_t kCheckMaxLoopIterations = 100'000;
 struct CheckOptions {
   int count = 3;  // seeded input sets (ignored with `data`)
   uint64_t seed = 0;
-  double rtol = 1e-5, atol = 1e-6;
+  // An element passes when |x - y| <= atol + rtol |x| + scale_rtol max|x| (max over the
+  // output's finite reference values): the last term is the rounding floor of a rewrite that
+  // folds weights (BatchNorm, affine) through a deep network, which scales with the output's
+  // range, not with each element — on real models (tests/models/real, their own inputs) up to
+  // 9.3e-5 on sigmoid / softmax outputs (PP-OCRv4's detector), where ONNX Runtime's own
+  // optimizer differs from its unoptimised run by more (3.6e-4). 1e-4 is issue 20's bar for
+  // agreeing with ONNX Runtime; 0 gives Polygraphy's element-wise rule.
+  double rtol = 1e-5, atol = 1e-6, scale_rtol = 1e-4;
   // Dims of the seeded inputs (--shape); a symbolic dim fixed here takes that size in every
   // input. Other dynamic dims: what the graph needs (seed_dims.h), else 1.
   std::map<std::string, Shape> shapes;

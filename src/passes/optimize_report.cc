@@ -74,11 +74,9 @@ std::string FormatJson(const OptimizeFileResult& r) {
   j["passes"] = jp;
   j["check"] = nullptr;
   if (r.check.count > 0) {
-    j["check"] = {{"inputs", r.check_result.sets},
-                  {"rtol", r.check.rtol},
-                  {"atol", r.check.atol},
-                  {"ok", r.check_result.ok},
-                  {"max_abs", r.check_result.max_abs}};
+    j["check"] = {{"inputs", r.check_result.sets},    {"rtol", r.check.rtol},
+                  {"scale_rtol", r.check.scale_rtol}, {"atol", r.check.atol},
+                  {"ok", r.check_result.ok},          {"max_abs", r.check_result.max_abs}};
     CheckInputsJson(r.check_result, &j["check"]);
   }
   return JsonText(j, 2) + "\n";
@@ -92,9 +90,11 @@ std::string FormatText(const OptimizeFileResult& r) {
   for (const auto& p : r.passes)
     s += fmt::format("pass {:<24} {:>4} change(s)\n", p.name, p.changes);
   if (r.check.count > 0)
-    s += fmt::format("\ncheck: {}, every output within rtol {:g} / atol {:g} (max abs {:.3g})\n",
-                     CheckInputs(r.check_result), r.check.rtol, r.check.atol,
-                     r.check_result.max_abs) +
+    s += fmt::format(
+             "\ncheck: {}, every output within rtol {:g} / atol {:g} / scale-rtol {:g} (max abs "
+             "{:.3g})\n",
+             CheckInputs(r.check_result), r.check.rtol, r.check.atol, r.check.scale_rtol,
+             r.check_result.max_abs) +
          CheckNotes(r.check_result, "");
   else
     s += "\ncheck: skipped (--check 0)\n";
@@ -107,9 +107,11 @@ std::string FormatMarkdown(const OptimizeFileResult& r) {
       fmt::format("# ferry optimize\n\n- input: `{}`\n- output: `{}`\n- nodes: {} -> {}\n", r.input,
                   r.output, r.nodes_before, r.nodes_after);
   if (r.check.count > 0)
-    s += fmt::format("- check: {}, every output within rtol {:g} / atol {:g} (max abs {:.3g})\n",
-                     CheckInputs(r.check_result), r.check.rtol, r.check.atol,
-                     r.check_result.max_abs) +
+    s += fmt::format(
+             "- check: {}, every output within rtol {:g} / atol {:g} / scale-rtol {:g} (max abs "
+             "{:.3g})\n",
+             CheckInputs(r.check_result), r.check.rtol, r.check.atol, r.check.scale_rtol,
+             r.check_result.max_abs) +
          CheckNotes(r.check_result, "- ");
   else
     s += "- check: skipped\n";

@@ -85,6 +85,40 @@ TEST(Check, DetectsADifferentOutput) {
   EXPECT_LT(diff->outputs[0].cosine, 1.0);
 }
 
+// The check's tolerance: atol + rtol |x| + scale_rtol max|x|. A small element that moved by
+// rounding noise of the output's range passes (it failed the element-wise rule, and with
+// scale_rtol 0 still does); a move beyond the range's 1e-4 fails.
+TEST(Check, ToleranceScalesWithTheOutputsRange) {
+  auto make = [](float small) {
+    ir::Model m;
+    m.ir_version = 8;
+    m.opset_imports.push_back({"", 13});
+    m.graph.inputs.push_back(FloatInfo("x", {2}));
+    m.graph.outputs.push_back(FloatInfo("y", {2}));
+    Tensor k(DType::kFloat, {2}), zero(DType::kFloat, {});
+    k.data<float>()[0] = 1.f;
+    k.data<float>()[1] = small;
+    m.graph.initializers.push_back({"k", k, ""});
+    m.graph.initializers.push_back({"zero", zero, ""});
+    m.graph.nodes.push_back(MakeNode("Mul", {"x", "zero"}, {"x0"}));
+    m.graph.nodes.push_back(MakeNode("Add", {"x0", "k"}, {"y"}));
+    return m;
+  };
+  const ir::Model ref = make(1e-3f), noise = make(1e-3f + 5e-5f), wrong = make(1e-3f + 2e-4f);
+  CheckOptions o;
+  auto a = CheckEquivalent(ref, noise, o);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_TRUE(a->ok) << a->first_failure;
+  auto b = CheckEquivalent(ref, wrong, o);
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->ok);
+  EXPECT_NE(b->first_failure.find("scale-rtol"), std::string::npos) << b->first_failure;
+  o.scale_rtol = 0;  // Polygraphy's element-wise rule
+  auto c = CheckEquivalent(ref, noise, o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->ok);
+}
+
 TEST(PassManager, UnknownPassIsAUsageError) {
   ir::Model m;
   OptimizeOptions o;

@@ -118,6 +118,38 @@ def ferry_bench_p50(ferry, path, feeds, runs, work):
     return json.loads(p.stdout)["p50_ms"]
 
 
+def optimize_check(ferry, path, feeds, onames, want, work):
+    """`ferry optimize` with the case's first input set as --check-data (issue 20's bar: optimize
+    succeeds on every real model, its output loads in ONNX Runtime and agrees): ONNX Runtime on
+    the optimized model within 1e-4 x each output's magnitude of ONNX Runtime on the original.
+    Returns None, or what failed."""
+    d = os.path.join(work, "check_data")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for k, v in feeds.items():
+        np.save(os.path.join(d, npy_name(k) + ".npy"), v)
+    out = os.path.join(work, "optimized.onnx")
+    p = subprocess.run([ferry, "optimize", path, "-o", out, "--check-data", d],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        err = (p.stderr.strip() or p.stdout.strip()).splitlines()
+        return "ferry optimize exit %d: %s" % (p.returncode, " | ".join(err[-2:]))
+    got = ort_session(out).run(onames, feeds)
+    for o, g, w in zip(onames, got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            return "optimized %s: shape %s vs %s" % (o, g.shape, w.shape)
+        if w.dtype.kind not in "fc":
+            if not np.array_equal(g, w):
+                return "optimized %s: values differ" % o
+            continue
+        mag = float(np.max(np.abs(w))) if w.size else 0.0
+        err = float(np.max(np.abs(g.astype(np.float64) - w))) if w.size else 0.0
+        if not err <= 1e-4 * max(mag, 1e-6):
+            return "optimized %s under ONNX Runtime: max err %.3g of max|ort| %.3g" % (o, err, mag)
+    return None
+
+
 def ort_unoptimised(path):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -828,6 +860,11 @@ def main():
                                          if a != b][:5])
             r["note"] = case["note"]
             bad = [x for x in rows if not x[4]]
+            opt_error = optimize_check(args.ferry, path, case["sets"][0], onames, ort_sets[0],
+                                       os.path.join(work, name + "_opt"))
+            r["optimize"] = opt_error or "ok"
+            if opt_error:
+                r["error"] = opt_error
             if bad:
                 r["error"] = "; ".join("%s: %s" % (x[0], x[5]) for x in bad)
             elif agree != len(d_ort) or len(d_ort) != len(d_fer):
@@ -908,6 +945,9 @@ def print_result(r):
             d["agree"], d["total"], " ".join(d["ort"]) if d["total"] < 12 else
             ", ".join("%s x%d" % (v, n) for v, n in d["counts"]),
             ("; differ %s" % d["differ"]) if d["differ"] else ""))
+    if r.get("optimize"):
+        print("  ferry optimize (first set as --check-data, ONNX Runtime on its output): %s"
+              % r["optimize"])
     if r["error"]:
         print("  error: %s" % r["error"])
     if r.get("ferry_p50_ms"):
