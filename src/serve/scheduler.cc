@@ -10,9 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "core/utf8.h"
 #include "prep/decode.h"
 #include "prep/pipeline.h"
 #include "prep/table.h"
+#include "prep/text.h"
 
 namespace ferry::serve {
 
@@ -203,12 +205,60 @@ Error Executor::Check(const InferRequest& r, int64_t* rows) const {
   return Error::Ok();
 }
 
+// A text input's BYTES elements ([N] or [N, 1], one UTF-8 example each) through its tokenizer,
+// and the companion inputs the spec derives from the same text (attention mask, type ids),
+// appended to `extra`. A client does not send companions itself (an error names them).
+Error Executor::PreprocessText(InferInput& in, const prep::InputSpec& steps,
+                               const InferRequest& request, std::vector<InferInput>* extra) const {
+  if (!steps.text.from.empty()) {
+    return InvalidArg(fmt::format(
+        "input '{}' is computed from the text sent as input '{}' (the spec {}): send only the "
+        "text",
+        in.name, steps.text.from, spec_.prep->path));
+  }
+  if (in.tensor.rank() > 2 || (in.tensor.rank() == 2 && in.tensor.dim(1) != 1) ||
+      in.tensor.size() < 1) {
+    return InvalidArg(fmt::format("input '{}': texts come as BYTES of shape [N] or [N, 1], got {}",
+                                  in.name, ShapeToString(in.tensor.shape())));
+  }
+  const std::string* first = in.tensor.data<std::string>();
+  std::vector<std::string> texts(first, first + in.tensor.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (!IsValidUtf8(texts[i])) {
+      return InvalidArg(fmt::format("input '{}' text {}: not valid UTF-8", in.name, i));
+    }
+  }
+  const std::string what = fmt::format("input '{}'", in.name);
+  for (const prep::InputSpec& other : spec_.prep->inputs) {
+    if (!other.is_text() || other.text.from != in.name) continue;
+    for (const InferInput& sent : request.inputs) {
+      if (sent.name == other.name) {
+        return InvalidArg(fmt::format(
+            "input '{}' is computed from the text of input '{}' (the spec {}): do not send it",
+            other.name, in.name, spec_.prep->path));
+      }
+    }
+    auto t = prep::EncodeTexts(other.text, texts, what);
+    if (!t.ok()) return InvalidArg(t.status().message());
+    extra->push_back({other.name, std::move(t).value()});
+  }
+  auto ids = prep::EncodeTexts(steps.text, texts, what);
+  if (!ids.ok()) return InvalidArg(ids.status().message());
+  in.tensor = std::move(ids).value();
+  return Error::Ok();
+}
+
 Error Executor::Preprocess(InferRequest* request) const {
   if (!spec_.prep) return Error::Ok();
+  std::vector<InferInput> extra;  // companion text inputs
   for (auto& in : request->inputs) {
     if (in.tensor.dtype() != DType::kString) continue;
     const prep::InputSpec* steps = prep::FindInput(*spec_.prep, in.name);
     if (!steps) continue;
+    if (steps->is_text()) {
+      if (Error e = PreprocessText(in, *steps, *request, &extra); !e.ok()) return e;
+      continue;
+    }
     if (steps->is_table()) {
       // Each BYTES element a CSV document (header and rows): the rows, concatenated.
       std::vector<Tensor> parts;
@@ -264,6 +314,7 @@ Error Executor::Preprocess(InferRequest* request) const {
     }
     in.tensor = std::move(joined);
   }
+  for (InferInput& e : extra) request->inputs.push_back(std::move(e));
   return Error::Ok();
 }
 

@@ -110,6 +110,8 @@ class Executor {
   Result<Tensor> Decode(const prep::OutputSpec& post, const Tensor& t, int64_t rows,
                         const InferRequest& request) const;
   Error Preprocess(InferRequest* request) const;
+  Error PreprocessText(InferInput& in, const prep::InputSpec& steps, const InferRequest& request,
+                       std::vector<InferInput>* extra) const;
   void Worker();
   // Takes the next batch from the queue (lock held); empty when stopping and nothing is left.
   std::vector<std::unique_ptr<Pending>> NextBatch(std::unique_lock<std::mutex>& lock);

@@ -38,7 +38,8 @@ struct ServeConfig {
   std::string labels;   // classification labels (one per line): a file in the version folder,
                         // else beside serve.yaml; "" : labels.txt when present
   std::string prep;     // a preprocessing spec (src/prep) beside serve.yaml: inputs it names may
-                        // be sent as BYTES holding encoded images; "" : prep.yaml when present
+                        // be sent as BYTES holding encoded images, texts or CSV; "" : prep.yaml
+                        // when present
   // A new artifact version is compared with the one it supersedes (artifact::DiffArtifacts):
   // kAllow serves it and states the verdict; kRefuse leaves a breaking one unserved (the
   // previous version keeps serving) with the first breaking change as the reason.

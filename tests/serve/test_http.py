@@ -158,6 +158,68 @@ def rewrite_manifest_entry(art, rel):
     json.dump(m, open(path, "w"), indent=2, sort_keys=True)
 
 
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "Café au lait, naïve résumé!",
+         "serving models with ferry " * 6, ""]
+
+
+def make_text_model(repo):
+    """text_ids: a model of input_ids + 1000 * attention_mask ([N, L] int64) with a prep.yaml
+    whose text input tokenizes with a WordPiece tokenizer.json trained here (tokenizers, venv);
+    clients send raw texts as BYTES. Returns the tokenizer.json's path."""
+    from onnx import TensorProto, helper
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    tk = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tk.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tk.train_from_iterator(TEXTS * 20, trainers.WordPieceTrainer(
+        vocab_size=120, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
+    tk.post_processor = processors.BertProcessing(("[SEP]", tk.token_to_id("[SEP]")),
+                                                  ("[CLS]", tk.token_to_id("[CLS]")))
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["attention_mask", "k"], ["m"]),
+         helper.make_node("Add", ["input_ids", "m"], ["out"])], "g",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["n", "l"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["n", "l"])],
+        [helper.make_tensor_value_info("out", TensorProto.INT64, ["n", "l"])],
+        [helper.make_tensor("k", TensorProto.INT64, [], [1000])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    d = os.path.join(repo, "text_ids", "1")
+    os.makedirs(d)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    path = os.path.join(repo, "text_ids", "tokenizer.json")
+    tk.save(path)
+    with open(os.path.join(repo, "text_ids", "prep.yaml"), "w") as f:
+        f.write("inputs:\n  - name: input_ids\n    text: {tokenizer: tokenizer.json, max_length: 16}\n"
+                "  - name: attention_mask\n    text: {from: input_ids, output: attention_mask}\n")
+    return path
+
+
+def text_checks(c, tokenizer_path):
+    """Texts as BYTES through the model's prep.yaml: the model sees the tokenizers library's ids
+    and mask (truncated and padded to 16); the companion input is derived, never sent."""
+    from tokenizers import Tokenizer
+    tk = Tokenizer.from_file(tokenizer_path)
+    tk.enable_truncation(16)
+    tk.enable_padding(length=16, pad_id=0)
+    encs = tk.encode_batch(TEXTS)
+    want = (np.array([e.ids for e in encs], np.int64) +
+            1000 * np.array([e.attention_mask for e in encs], np.int64))
+    raw = httpclient.InferInput("input_ids", [len(TEXTS)], "BYTES")
+    raw.set_data_from_numpy(np.array([t.encode() for t in TEXTS], dtype=object))
+    got = c.infer("text_ids", [raw]).as_numpy("out")
+    check(got is not None and got.shape == want.shape and np.array_equal(got, want),
+          f"texts as BYTES through prep.yaml's tokenizer = the tokenizers library's ids and mask "
+          f"({None if got is None else got.shape})")
+    mask = httpclient.InferInput("attention_mask", [len(TEXTS), 16], "INT64")
+    mask.set_data_from_numpy(np.ones((len(TEXTS), 16), np.int64))
+    expect_error(lambda: c.infer("text_ids", [raw, mask]), 400, ["'attention_mask'", "text"],
+                 "a companion input sent beside its text")
+    bad = httpclient.InferInput("input_ids", [1], "BYTES")
+    bad.set_data_from_numpy(np.array([b"caf\xe9"], dtype=object))
+    expect_error(lambda: c.infer("text_ids", [bad]), 400, ["'input_ids'", "UTF-8"],
+                 "a text that is not UTF-8")
+
+
 def main_suite(args, work):
     ferry = args.ferry
     repo = os.path.join(work, "repo")
@@ -198,6 +260,8 @@ def main_suite(args, work):
         f.write("inputs:\n  - name: image\n    image:\n      decode: {exif: apply}\n"
                 "      color: gray\n      resize: {size: [8, 8], filter: pil_box}\n"
                 "      scale: 0.0627450980392157\n      layout: chw\n      batch: true\n")
+
+    text_tokenizer = make_text_model(repo)
 
     with Server(ferry, repo, "--trusted-key", key.replace(".pem", ".pub.pem"),
                 "--allow-unsigned", "--insecure-no-auth", "--max-body-mb", "64",
@@ -315,6 +379,8 @@ def main_suite(args, work):
         bad_png.set_data_from_numpy(np.array([b"\x89PNG\r\n\x1a\nbroken"], dtype=object))
         expect_error(lambda: c.infer("digits_raw", [bad_png]), 400, ["'image'"],
                      "a corrupt PNG sent to a model with prep.yaml")
+
+        text_checks(c, text_tokenizer)
 
         # Dynamic batching: concurrent batch-1 requests share executions.
         before = c.get_inference_statistics("digits")["model_stats"][0]
