@@ -65,8 +65,8 @@ tsan: deps
 
 # Fuzzing (fuzz/README.md): libFuzzer targets built by clang with ASan+UBSan in $(FUZZ_BUILD),
 # only the libraries they need, at -O1 with line tables. Seeds are generated into the build tree.
-FUZZ_TARGETS       = session passes audit_inspect npy tensorproto config http_request prep
-# `make fuzz`: 10 minutes per target (80 minutes for the eight); `make fuzz-smoke` (CI): 1 minute.
+FUZZ_TARGETS       = session passes audit_inspect npy tensorproto config http_request prep tokenizer
+# `make fuzz`: 10 minutes per target (90 minutes for the nine); `make fuzz-smoke` (CI): 1 minute.
 FUZZ_SECONDS       ?= 600
 FUZZ_SMOKE_SECONDS ?= 60
 fuzz-build: deps
@@ -86,7 +86,7 @@ fuzz: fuzz-build
 # run reaches depends on the CPU's kernel paths, so it is not a repeatable gate across machines;
 # every finding is fixed and its input joins fuzz/corpus/, which is.
 FUZZ_SMOKE_RUNS = session:20000 passes:3000 audit_inspect:11000 npy:1500000 tensorproto:1300000 \
-                  config:300000 http_request:900000 prep:100000
+                  config:300000 http_request:900000 prep:100000 tokenizer:80000
 FUZZ_SMOKE_GATE ?= 0
 fuzz-smoke: fuzz-build
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -j 1 -R fuzz_regression
