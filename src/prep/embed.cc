@@ -202,6 +202,18 @@ Status Embeddable(const InputSpec& in) {
         "{}: image.color: gray cannot be embedded: the library's fixed-point luma (and a gray "
         "source's replication) happen on the decoded image before it has 3 channels",
         key);
+  if (s.resize && (s.resize->line_height || s.resize->min_side || s.resize->max_side))
+    return UnsupportedError(
+        "{}: image.resize.{} cannot be embedded: not written as ONNX shape arithmetic yet", key,
+        s.resize->line_height ? "height"
+        : s.resize->min_side  ? "min_side"
+                              : "max_side");
+  if (s.pad_height)
+    return UnsupportedError("{}: image.pad cannot be embedded: not written as an ONNX Pad yet",
+                            key);
+  if (s.divide > 0)
+    return UnsupportedError(
+        "{}: image.scale.divide cannot be embedded: not written as an ONNX Div yet", key);
   if (s.resize) {
     std::string why = FilterRefusal(s.resize->filter);
     if (!why.empty())

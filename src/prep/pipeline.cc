@@ -81,7 +81,7 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
   std::vector<float> fpix;
   bool use_float = false;
   int64_t cur_h = 0, cur_w = 0;
-  if (spec.color == Color::kGray && decoded.channels == 3) {
+  if (spec.color == Color::kGray && decoded.channels == 3 && !spec.gray_after_resize) {
     tmp = ToGray(decoded, spec.library);
     img = &tmp;
   }
@@ -113,7 +113,31 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     img = &tmp;
   } else if (spec.resize) {
     int64_t h = spec.resize->height, w = spec.resize->width;
-    if (spec.resize->keep_aspect()) {
+    const ResizeSpec& rs = *spec.resize;
+    const double ih = static_cast<double>(img->height), iw = static_cast<double>(img->width);
+    if (rs.line_height > 0) {
+      // PaddleOCR's resize_norm_img: ratio = w / float(h); ceil(H * ratio) (or int()), capped.
+      const double H = static_cast<double>(rs.line_height);
+      const double x = rs.ratio_first ? H * (iw / ih) : iw * (H / ih);
+      h = rs.line_height;
+      w = static_cast<int64_t>(rs.width_ceil ? std::ceil(x) : std::floor(x));
+      if (rs.max_width > 0 && w > rs.max_width) w = rs.max_width;
+    } else if (rs.min_side > 0 || rs.max_side > 0) {
+      // PaddleOCR's DetResizeForTest: ratio from the limit, int() of each side, then
+      // round(side / m) * m with Python's round (ties to even; nearbyint in the default mode).
+      double ratio = 1.0;
+      if (rs.min_side > 0 && std::min(ih, iw) < static_cast<double>(rs.min_side))
+        ratio = static_cast<double>(rs.min_side) / (ih < iw ? ih : iw);
+      if (rs.max_side > 0 && std::max(ih, iw) > static_cast<double>(rs.max_side))
+        ratio = static_cast<double>(rs.max_side) / (ih > iw ? ih : iw);
+      const double m = static_cast<double>(rs.multiple_of);
+      h = static_cast<int64_t>(
+              std::nearbyint(static_cast<double>(static_cast<int64_t>(ih * ratio)) / m)) *
+          rs.multiple_of;
+      w = static_cast<int64_t>(
+              std::nearbyint(static_cast<double>(static_cast<int64_t>(iw * ratio)) / m)) *
+          rs.multiple_of;
+    } else if (spec.resize->keep_aspect()) {
       auto hw =
           KeepAspect(img->height, img->width, spec.resize->shorter_side, spec.resize->longer_side);
       h = hw.first;
@@ -130,8 +154,9 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
       std::array<float, 256> value;
       const bool to_tensor = std::fabs(spec.scale - 1.0 / 255.0) < 1e-15;
       for (int p = 0; p < 256; ++p)
-        value[p] = to_tensor ? static_cast<float>(p) / 255.0f
-                             : static_cast<float>(p) * static_cast<float>(spec.scale);
+        value[p] = spec.divide > 0 ? static_cast<float>(p) / static_cast<float>(spec.divide)
+                   : to_tensor     ? static_cast<float>(p) / 255.0f
+                                   : static_cast<float>(p) * static_cast<float>(spec.scale);
       fpix = TorchvisionResizeFloat(*img, h, w,
                                     spec.resize->filter == Filter::kTorchvisionBilinearAa, value);
       use_float = true;
@@ -140,6 +165,11 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
       tmp = Resize(*img, h, w, spec.resize->filter);
       img = &tmp;
     }
+  }
+  if (spec.color == Color::kGray && img->channels == 3 && spec.gray_after_resize) {
+    Image gray = ToGray(*img, spec.library);  // gray: after_resize
+    tmp = std::move(gray);
+    img = &tmp;
   }
   if (!use_float) cur_h = img->height, cur_w = img->width;
   int64_t top = 0, left = 0, oh = cur_h, ow = cur_w;
@@ -163,13 +193,29 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
       src_c[0] = 0, src_c[1] = 1, src_c[2] = 2;
     }
   }
-  Shape shape = spec.layout == Layout::kChw ? Shape{oc, oh, ow} : Shape{oh, ow, oc};
+  // pad.to: the image at the top left of a [pad_height, pad_width] canvas of pad_value.
+  int64_t th = oh, tw = ow;
+  if (spec.pad_height) {
+    if (oh > spec.pad_height || ow > spec.pad_width)
+      return InvalidError("{}: the image ({}x{} after resize) is larger than pad.to [{}, {}]", what,
+                          oh, ow, spec.pad_height, spec.pad_width);
+    th = spec.pad_height;
+    tw = spec.pad_width;
+  }
+  Shape shape = spec.layout == Layout::kChw ? Shape{oc, th, tw} : Shape{th, tw, oc};
   if (spec.batch) shape.insert(shape.begin(), 1);
   Tensor t = Tensor::Uninitialized(spec.dtype, shape);
   const int64_t ic = img->channels;
   auto index = [&](int64_t y, int64_t x, int64_t c) {
-    return spec.layout == Layout::kChw ? (c * oh + y) * ow + x : (y * ow + x) * oc + c;
+    return spec.layout == Layout::kChw ? (c * th + y) * tw + x : (y * tw + x) * oc + c;
   };
+  if (spec.pad_height) {
+    if (spec.dtype == DType::kUint8)
+      std::fill(t.data<uint8_t>(), t.data<uint8_t>() + t.size(),
+                static_cast<uint8_t>(spec.pad_value));
+    else
+      std::fill(t.data<float>(), t.data<float>() + t.size(), static_cast<float>(spec.pad_value));
+  }
   if (spec.dtype == DType::kUint8) {
     uint8_t* d = t.data<uint8_t>();
     for (int64_t y = 0; y < oh; ++y) {
@@ -180,6 +226,8 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     return t;
   }
   float scale = static_cast<float>(spec.scale);
+  const bool divide = spec.divide > 0;  // scale: {divide: D}: NumPy's img / D in float32
+  const float divisor = static_cast<float>(spec.divide);
   float mean[3] = {0, 0, 0}, stdv[3] = {1, 1, 1};
   for (int64_t c = 0; c < oc; ++c) {
     if (!spec.mean.empty()) mean[c] = static_cast<float>(spec.mean[spec.mean.size() == 1 ? 0 : c]);
@@ -193,6 +241,7 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     for (int64_t x = 0; x < ow; ++x)
       for (int64_t c = 0; c < oc; ++c) {
         float v = use_float ? f[x * ic + src_c[c]]  // the float path's values carry the scale
+                  : divide  ? static_cast<float>(s[x * ic + src_c[c]]) / divisor
                             : static_cast<float>(s[x * ic + src_c[c]]) * scale;
         if (has_mean) v = v - mean[c];
         if (has_std) v = v / stdv[c];

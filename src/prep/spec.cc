@@ -478,9 +478,10 @@ class Parser {
   Result<ImageSpec> Image(const Entry& e, const std::string& path) {
     ImageSpec s;
     int float_line = 0;  // resize.tensor: float, checked against dtype below
-    FERRY_ASSIGN_OR_RETURN(Map m, Open(e, path,
-                                       {"decode", "color", "alpha", "library", "resize", "crop",
-                                        "scale", "mean", "std", "layout", "batch", "dtype"}));
+    FERRY_ASSIGN_OR_RETURN(
+        Map m, Open(e, path,
+                    {"decode", "color", "alpha", "library", "resize", "crop", "scale", "mean",
+                     "std", "pad", "layout", "batch", "dtype", "gray"}));
     // decode: exif is stated, never implied.
     FERRY_ASSIGN_OR_RETURN(Entry decode, Required(m, "decode", path, e.line));
     std::string dpath = path + ".decode";
@@ -516,16 +517,56 @@ class Parser {
     }
     if (auto* r = Optional(m, "resize")) {
       std::string rpath = path + ".resize";
-      FERRY_ASSIGN_OR_RETURN(Map rm, Open(*r, rpath,
-                                          {"size", "shorter_side", "longer_side", "filter", "fit",
-                                           "pad_value", "tensor"}));
+      FERRY_ASSIGN_OR_RETURN(
+          Map rm, Open(*r, rpath,
+                       {"size", "shorter_side", "longer_side", "height", "width", "min_side",
+                        "max_side", "multiple_of", "filter", "fit", "pad_value", "tensor"}));
       ResizeSpec rs;
       const Entry* size = Optional(rm, "size");
       const Entry* shorter = Optional(rm, "shorter_side");
       const Entry* longer = Optional(rm, "longer_side");
-      if ((size != nullptr) == (shorter != nullptr || longer != nullptr))
+      const Entry* height = Optional(rm, "height");
+      const Entry* width = Optional(rm, "width");
+      const Entry* min_side = Optional(rm, "min_side");
+      const Entry* max_side = Optional(rm, "max_side");
+      const Entry* multiple = Optional(rm, "multiple_of");
+      const int modes = (size != nullptr) + (shorter != nullptr || longer != nullptr) +
+                        (height != nullptr) + (min_side != nullptr) + (max_side != nullptr);
+      if (modes != 1)
         return Error(r->line, rpath,
-                     "expected exactly one of size: [H, W] and shorter_side: N / longer_side: M");
+                     "expected exactly one of size: [H, W], shorter_side: N / longer_side: M, "
+                     "height: N, min_side: L and max_side: L");
+      if (width && !height) return Error(width->line, rpath + ".width", "only with height: N");
+      if (multiple && !min_side && !max_side)
+        return Error(multiple->line, rpath + ".multiple_of", "only with min_side or max_side");
+      if (height) {
+        FERRY_ASSIGN_OR_RETURN(rs.line_height, Int(*height, rpath + ".height", 1, 65536));
+        if (width) {
+          std::string wpath = rpath + ".width";
+          FERRY_ASSIGN_OR_RETURN(Map wm, Open(*width, wpath, {"round", "max", "arithmetic"}));
+          if (auto* ar = Optional(wm, "arithmetic")) {
+            FERRY_ASSIGN_OR_RETURN(
+                std::string v, Choice(*ar, wpath + ".arithmetic", {"H * (w / h)", "w * (H / h)"}));
+            rs.ratio_first = v == "H * (w / h)";
+          }
+          if (auto* rd = Optional(wm, "round")) {
+            FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*rd, wpath + ".round", {"ceil", "floor"}));
+            rs.width_ceil = v == "ceil";
+          }
+          if (auto* mx = Optional(wm, "max")) {
+            FERRY_ASSIGN_OR_RETURN(rs.max_width, Int(*mx, wpath + ".max", 1, 65536));
+          }
+        }
+      }
+      if (min_side) {
+        FERRY_ASSIGN_OR_RETURN(rs.min_side, Int(*min_side, rpath + ".min_side", 1, 65536));
+      }
+      if (max_side) {
+        FERRY_ASSIGN_OR_RETURN(rs.max_side, Int(*max_side, rpath + ".max_side", 1, 65536));
+      }
+      if (multiple) {
+        FERRY_ASSIGN_OR_RETURN(rs.multiple_of, Int(*multiple, rpath + ".multiple_of", 1, 4096));
+      }
       if (size) {
         FERRY_ASSIGN_OR_RETURN(auto hw, Size(*size, rpath + ".size"));
         rs.height = hw.first;
@@ -569,6 +610,9 @@ class Parser {
           return Error(tensor->line, rpath + ".tensor", "float only with a torchvision_* filter");
         if (rs.float_tensor && rs.letterbox)
           return Error(tensor->line, rpath + ".tensor", "float is not supported with letterbox");
+        if (rs.float_tensor && (rs.line_height || rs.min_side || rs.max_side))
+          return Error(tensor->line, rpath + ".tensor",
+                       "float is not supported with height / min_side / max_side");
         float_line = tensor->line;
       }
       s.library = FilterLibrary(rs.filter);
@@ -582,6 +626,16 @@ class Parser {
             lib->line, path + ".library",
             fmt::format("'{}' disagrees with resize.filter '{}'", v, FilterName(s.resize->filter)));
       s.library = l;
+    }
+    if (auto* g = Optional(m, "gray")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v,
+                             Choice(*g, path + ".gray", {"before_resize", "after_resize"}));
+      s.gray_after_resize = v == "after_resize";
+      if (s.gray_after_resize && s.color != Color::kGray)
+        return Error(g->line, path + ".gray", "only with color: gray");
+      if (s.gray_after_resize && s.resize && (s.resize->letterbox || s.resize->float_tensor))
+        return Error(g->line, path + ".gray",
+                     "after_resize is not supported with fit: letterbox or tensor: float");
     }
     if (auto* cr = Optional(m, "crop")) {
       std::string cpath = path + ".crop";
@@ -611,6 +665,14 @@ class Parser {
       std::string kpath = Join(path, key);
       if (s.dtype != DType::kFloat)
         return Error(k->line, kpath, "only with dtype float32 (uint8 keeps the pixels)");
+      if (std::string(key) == "scale" && k->node.IsMap()) {
+        // scale: {divide: D}: pixel / D (NumPy's img / 255), not pixel * (1 / D).
+        FERRY_ASSIGN_OR_RETURN(Map sm, Open(*k, kpath, {"divide"}));
+        FERRY_ASSIGN_OR_RETURN(Entry dv, Required(sm, "divide", kpath, k->line));
+        FERRY_ASSIGN_OR_RETURN(s.divide, Number(dv, kpath + ".divide"));
+        if (s.divide <= 0) return Expected(dv, kpath + ".divide", "a number > 0");
+        continue;
+      }
       if (std::string(key) == "scale") {
         FERRY_ASSIGN_OR_RETURN(s.scale, Number(*k, kpath));
         if (s.scale == 0) return Expected(*k, kpath, "a non-zero number");
@@ -627,6 +689,27 @@ class Parser {
         s.std = v;
       } else {
         s.mean = v;
+      }
+    }
+    if (auto* pd = Optional(m, "pad")) {
+      // pad: {to: [H, W], align: top_left, value: V}, after the float conversion.
+      std::string ppath = path + ".pad";
+      FERRY_ASSIGN_OR_RETURN(Map pm, Open(*pd, ppath, {"to", "align", "value"}));
+      FERRY_ASSIGN_OR_RETURN(Entry to, Required(pm, "to", ppath, pd->line));
+      FERRY_ASSIGN_OR_RETURN(auto hw, Size(to, ppath + ".to"));
+      s.pad_height = hw.first;
+      s.pad_width = hw.second;
+      if (auto* al = Optional(pm, "align")) {
+        FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*al, ppath + ".align", {"top_left"}));
+        (void)v;
+      }
+      if (auto* pv = Optional(pm, "value")) {
+        if (s.dtype == DType::kUint8) {
+          FERRY_ASSIGN_OR_RETURN(int64_t v, Int(*pv, ppath + ".value", 0, 255));
+          s.pad_value = static_cast<double>(v);
+        } else {
+          FERRY_ASSIGN_OR_RETURN(s.pad_value, Number(*pv, ppath + ".value"));
+        }
       }
     }
     return s;
@@ -697,6 +780,10 @@ std::vector<int64_t> OutputShape(const ImageSpec& spec) {
   if (spec.crop_height > 0) {
     h = spec.crop_height;
     w = spec.crop_width;
+  }
+  if (spec.pad_height > 0) {
+    h = spec.pad_height;  // a larger image is an error (pipeline)
+    w = spec.pad_width;
   }
   std::vector<int64_t> dims;
   if (spec.batch) dims.push_back(1);
@@ -770,6 +857,15 @@ std::string SpecToJson(const Spec& spec) {
       if (s.resize->shorter_side) r["shorter_side"] = s.resize->shorter_side;
       if (s.resize->longer_side) r["longer_side"] = s.resize->longer_side;
       if (!s.resize->keep_aspect()) r["size"] = {s.resize->height, s.resize->width};
+      if (s.resize->line_height) {
+        r["height"] = s.resize->line_height;
+        r["width"] = {{"round", s.resize->width_ceil ? "ceil" : "floor"},
+                      {"arithmetic", s.resize->ratio_first ? "H * (w / h)" : "w * (H / h)"}};
+        if (s.resize->max_width) r["width"]["max"] = s.resize->max_width;
+      }
+      if (s.resize->min_side) r["min_side"] = s.resize->min_side;
+      if (s.resize->max_side) r["max_side"] = s.resize->max_side;
+      if (s.resize->min_side || s.resize->max_side) r["multiple_of"] = s.resize->multiple_of;
       r["filter"] = FilterName(s.resize->filter);
       if (s.resize->float_tensor) r["tensor"] = "float";
       if (s.resize->letterbox) {
@@ -780,10 +876,17 @@ std::string SpecToJson(const Spec& spec) {
     }
     if (s.crop_height) im["crop"] = {{"center", {s.crop_height, s.crop_width}}};
     if (s.dtype == DType::kFloat) {
-      im["scale"] = s.scale;
+      if (s.divide > 0)
+        im["scale"] = {{"divide", s.divide}};
+      else
+        im["scale"] = s.scale;
       if (!s.mean.empty()) im["mean"] = s.mean;
       if (!s.std.empty()) im["std"] = s.std;
     }
+    if (s.gray_after_resize) im["gray"] = "after_resize";
+    if (s.pad_height)
+      im["pad"] = {
+          {"to", {s.pad_height, s.pad_width}}, {"align", "top_left"}, {"value", s.pad_value}};
     im["layout"] = s.layout == Layout::kHwc ? "hwc" : "chw";
     im["batch"] = s.batch;
     im["dtype"] = s.dtype == DType::kUint8 ? "uint8" : "float32";

@@ -49,7 +49,26 @@ struct ResizeSpec {
   int64_t height = 0, width = 0;
   int64_t shorter_side = 0;
   int64_t longer_side = 0;
-  bool keep_aspect() const { return shorter_side > 0 || longer_side > 0; }
+  // height: N (a text line, PaddleOCR's resize_norm_img): the height becomes N, the width
+  // ceil (width_ceil) or int() of N * (w / h), in double as Python computes it, capped at
+  // max_width (0: no cap).
+  // ratio_first: N * (w / h) (PaddleOCR); false: w * (N / h) (ddddocr) — the two round
+  // differently for some sizes.
+  int64_t line_height = 0;
+  bool width_ceil = true;
+  bool ratio_first = true;
+  int64_t max_width = 0;
+  // min_side / max_side L (PaddleOCR's DetResizeForTest, limit_type min / max): ratio L / the
+  // shorter side when it is under L (min_side), or L / the longer side when it is over L
+  // (max_side), else 1; each side int(side * ratio), then round(side / multiple_of) *
+  // multiple_of (Python's round, ties to even; a side that becomes 0 is an error).
+  int64_t min_side = 0, max_side = 0, multiple_of = 1;
+  // The output size depends on the image (every mode but size).
+  bool keep_aspect() const {
+    return shorter_side > 0 || longer_side > 0 || line_height > 0 || min_side > 0 || max_side > 0;
+  }
+  // The torchvision keep-aspect modes (shorter_side / longer_side) only.
+  bool torchvision_aspect() const { return shorter_side > 0 || longer_side > 0; }
   Filter filter = Filter::kPilBilinear;
   // fit: letterbox (with size only): the image scaled by r = min(H / h, W / w) to
   // (round(h * r), round(w * r)) (Python's round, ties to even), then padded with pad_value on
@@ -74,11 +93,20 @@ struct ImageSpec {
   // `library`: whose gray conversion (and, without a resize, whose decoder `ferry prep check`
   // compares against): the resize filter's, else as given, else Pillow.
   Library library = Library::kPil;
+  // gray: after_resize (color gray): the colour image resized first, then converted (ddddocr:
+  // Pillow's resize of the RGB image, then convert("L")); default: before the resize.
+  bool gray_after_resize = false;
   std::optional<ResizeSpec> resize;
   int64_t crop_height = 0, crop_width = 0;  // center crop, 0: none
-  // Float conversion: (pixel * scale - mean[c]) / std[c] in float32 (dtype float32 only).
+  // Float conversion: (pixel * scale - mean[c]) / std[c] in float32 (dtype float32 only);
+  // divide > 0 (scale: {divide: D}): pixel / D instead of pixel * scale (NumPy's img / 255).
   double scale = 1.0;
+  double divide = 0;
   std::vector<double> mean, std;  // empty, or one value per output channel (1 broadcasts)
+  // pad: {to: [H, W]} after the float conversion: the image at the top left of an [H, W]
+  // canvas of pad_value (in the output's units: after scale / mean / std); 0: no pad.
+  int64_t pad_height = 0, pad_width = 0;
+  double pad_value = 0;
   Layout layout = Layout::kChw;
   bool batch = true;  // a leading batch axis
   DType dtype = DType::kFloat;

@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""Prep specs for real models whose wheels ship their own preprocessing (issue 22's last bar item).
+
+For each package (the wheels of tests/models/real/fetch.py, downloaded once into the cache): a
+spec written here, `ferry prep run SPEC IMAGE -o DIR` against the package's own preprocessing
+function, imported from the unpacked wheel (the package's top-level __init__ is bypassed and the
+modules only its postprocessing or logging needs — pyclipper, shapely, omegaconf, colorlog — are
+stubbed: the functions compared never touch them), and `ferry run MODEL --prep SPEC` decoded
+outputs against the package's own postprocessing on ONNX Runtime's outputs for the package's
+tensor.
+
+  rapidocr-onnxruntime 1.4.4  PP-OCRv4 rec (TextRecognizer.resize_norm_img), mobile v2 cls
+                              (TextClassifier.resize_norm_img), PP-OCRv4 det (DetPreProcess)
+  rapidocr 3.10.0             PP-OCRv6 rec, PP-OCRv6 det (the same functions in its layout)
+  ddddocr 1.6.1               OCR (OcrEngine._preprocess_image: Pillow LANCZOS to height 64, then
+                              convert("L"), / 255.0)
+
+Bar: tensors exactly equal (the ops are cv2 INTER_LINEAR, Pillow LANCZOS, gray conversion and
+float32 arithmetic, all of which Ferry reproduces exactly); CTC strings equal to the package's
+CTCLabelDecode on ONNX Runtime's scores. Exit 77 (ctest: skipped) when the wheels cannot be
+fetched (no network and no cache).
+
+    .venv/bin/python tests/prep/test_real_specs.py --ferry build/src/ferry \
+        --cache build/models/real --work /tmp/prep_real_specs
+"""
+import argparse
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "models", "real"))
+import fetch  # noqa: E402
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+SKIP = 77
+failures = []
+
+
+def check(ok, what):
+    print("%s %s" % ("ok  " if ok else "FAIL", what), flush=True)
+    if not ok:
+        failures.append(what)
+
+
+# ------------------------------------------------------------- the packages' own modules
+
+class Dummy:
+    """What a stubbed module gives: any attribute, call, index or iteration yields a Dummy."""
+
+    def __getattr__(self, a):
+        if a.startswith("__"):
+            raise AttributeError(a)
+        return self
+
+    def __call__(self, *a, **kw):
+        return self
+
+    def __getitem__(self, k):
+        return self
+
+    def __iter__(self):
+        return iter(())
+
+
+def stub(name):
+    m = types.ModuleType(name)
+    m.__path__ = []
+
+    def attr(a):
+        if a.startswith("__"):
+            raise AttributeError(a)
+        return Dummy()
+    m.__getattr__ = attr
+    sys.modules[name] = m
+
+
+def wheel_module(pkgroot, top, mod):
+    """Imports pkgroot/top/... as `mod` without running top/__init__.py (which imports the whole
+    pipeline and its postprocessing dependencies)."""
+    for s in ["pyclipper", "shapely", "shapely.geometry", "omegaconf", "colorlog"]:
+        try:
+            importlib.import_module(s)
+        except ImportError:
+            stub(s)
+    if top not in sys.modules:
+        p = types.ModuleType(top)
+        p.__path__ = [os.path.join(pkgroot, top)]
+        sys.modules[top] = p
+    return importlib.import_module(mod)
+
+
+class Obj:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def ort_session(path):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def model_meta(path):
+    import onnx
+    return {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
+
+
+# ------------------------------------------------------------------------------ inputs
+
+LINES = ["Ferry 0.1", "Hello, world!", "Invoice No. 2026-12-07", "The quick brown fox",
+         "42", "PP-OCR reads this line", "x", "tensor", "ONNX Runtime 1.30"]
+
+
+def make_lines(work):
+    """Text lines rendered with Pillow (DejaVuSans, sizes 14..40, dark on light, a little colour),
+    as PNG and two of them as JPEG; each line's aspect keeps 48 * w / h <= 320 (the rec specs'
+    fixed box) except the ones marked wide."""
+    from PIL import Image, ImageDraw, ImageFont
+    out = []
+    for k, text in enumerate(LINES):
+        size = 14 + (k * 7) % 27
+        font = ImageFont.truetype(FONT, size)
+        l, t, r, b = font.getbbox(text)
+        w, h = r - l + 2 * (3 + k % 4), b - t + 2 * (2 + k % 3)
+        im = Image.new("RGB", (w, h), (235 - 3 * k, 240, 228 + 2 * k))
+        ImageDraw.Draw(im).text((3 + k % 4 - l, 2 + k % 3 - t), text, font=font,
+                                fill=(20 + 5 * k, 30, 60))
+        p = os.path.join(work, "line%d.png" % k)
+        im.save(p)
+        out.append(p)
+        if k in (1, 5):
+            pj = os.path.join(work, "line%d.jpg" % k)
+            im.save(pj, quality=90)
+            out.append(pj)
+    return out
+
+
+def make_pages(work, lines):
+    """Two pages for the detectors: the lines pasted on a 700x500 and a 1100x300 canvas."""
+    from PIL import Image
+    out = []
+    for n, (W, H) in enumerate([(700, 500), (1100, 300)]):
+        page = Image.new("RGB", (W, H), (250, 250, 245))
+        y = 10
+        for p in lines:
+            if not p.endswith(".png"):
+                continue
+            im = Image.open(p)
+            if y + im.height > H:
+                break
+            page.paste(im, (15 + 20 * n, y))
+            y += im.height + 12
+        path = os.path.join(work, "page%d.png" % n)
+        page.save(path)
+        out.append(path)
+    return out
+
+
+# ------------------------------------------------------------------------------- ferry
+
+def ferry(args, *a):
+    return subprocess.run([args.ferry] + list(a), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+
+
+def prep_run(args, spec, image, work, name):
+    out = os.path.join(work, "prep_out")
+    shutil.rmtree(out, ignore_errors=True)
+    r = ferry(args, "prep", "run", spec, image, "-o", out)
+    if r.returncode != 0:
+        return None, "exit %d: %s" % (r.returncode, r.stderr.strip()[-300:])
+    return np.load(os.path.join(out, name + ".npy")), None
+
+
+def compare(got, want):
+    """(max abs diff, % of elements exact) or None on a shape mismatch."""
+    if got is None or got.shape != want.shape or got.dtype != want.dtype:
+        return None
+    d = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    return float(d.max()) if d.size else 0.0, 100.0 * float((d == 0).mean()) if d.size else 100.0
+
+
+def write_spec(path, image_yaml, outputs_yaml=""):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("inputs:\n  - name: %s\n    image:\n" % image_yaml[0])
+        for line in image_yaml[1]:
+            f.write("      " + line + "\n")
+        if outputs_yaml:
+            f.write("outputs:\n" + outputs_yaml)
+
+
+def tensor_case(args, title, spec, images, name, reference, work):
+    """Every image through the spec and through the package's function; returns the tensors."""
+    worst, exact_min, ok_all = 0.0, 100.0, True
+    shapes = set()
+    for img in images:
+        want = reference(img)
+        got, err = prep_run(args, spec, img, work, name)
+        c = compare(got, want)
+        if c is None:
+            ok_all = False
+            check(False, "%s %s: ferry %s, package %s %s" % (
+                title, os.path.basename(img), err or (got.shape, got.dtype), want.shape, want.dtype))
+            continue
+        shapes.add(tuple(want.shape))
+        worst = max(worst, c[0])
+        exact_min = min(exact_min, c[1])
+    check(ok_all and worst == 0.0,
+          "%s: %d images, max abs diff %g, min %% exact %.4f (shapes %s)" % (
+              title, len(images), worst, exact_min, sorted(shapes)[:3]))
+
+
+# ------------------------------------------------------------------------------- cases
+
+def ppocr_rec_case(args, cache, work, images, model, pkg, top, module, cls_name):
+    import cv2
+    path = fetch.model_path(cache, model)
+    mod = wheel_module(fetch.pkg_dir(cache, pkg), top, module)
+    rec = getattr(mod, cls_name)
+    fake = Obj(rec_image_shape=[3, 48, 320])
+    # The images whose line fits the fixed 48x320 box (rapidocr widens the box for a single wider
+    # line: int(48 * w / h) > 320; the spec's pad.to is fixed, see the README).
+    fit = [p for p in images if (lambda im: 48 * im.shape[1] / im.shape[0] <= 320)(cv2.imread(p))]
+
+    def reference(p):
+        img = cv2.imread(p)  # the package's load_image gives BGR
+        h, w = img.shape[:2]
+        return rec.resize_norm_img(fake, img, max(320 / 48, w / h))[np.newaxis]
+
+    meta = model_meta(path)
+    charset = ["<blank>"] + meta["character"].splitlines() + [" "]  # charset[blank] unused
+    spec = os.path.join(work, model + ".yaml")
+    write_spec(spec, ("x", [
+        "decode: {exif: apply}",
+        "color: bgr",
+        "resize: {height: 48, width: {round: ceil, max: 320}, filter: cv2_linear}",
+        "scale: {divide: 255}",
+        "mean: [0.5]",
+        "std: [0.5]",
+        "pad: {to: [48, 320], align: top_left, value: 0}"]),
+        "  - name: %s\n    ctc:\n      blank: 0\n      charset: %s\n" % (
+            ort_session(path).get_outputs()[0].name, json.dumps(charset, ensure_ascii=False)))
+    tensor_case(args, "%s (%s %s)" % (model, pkg, module), spec, fit, "x", reference, work)
+    # Decoded: ferry run --prep's CTC string vs the package's CTCLabelDecode on ORT's scores.
+    utils = wheel_module(fetch.pkg_dir(cache, pkg), top, module.rsplit(".", 1)[0] + ".utils")
+    decode = utils.CTCLabelDecode(character=meta["character"].splitlines())
+    sess = ort_session(path)
+    same, shown = 0, []
+    for p in fit:
+        res = decode(sess.run(None, {"x": reference(p)})[0])[0]  # 1.4.4: [(text, score)]
+        want = (res[0] if isinstance(res, list) else res)[0]  # 3.10: ([(text, score)], words)
+        r = ferry(args, "run", path, "--prep", spec, "--input", "x=" + p, "--json")
+        got = None
+        if r.returncode == 0:
+            got = json.loads(r.stdout)["outputs"][0].get("text")
+        same += got == want
+        if got != want or len(shown) < 3:
+            shown.append("%r/%r" % (got, want) if got != want else repr(got))
+        if r.returncode != 0:
+            shown.append("exit %d: %s" % (r.returncode, r.stderr.strip()[-200:]))
+    check(same == len(fit), "%s: ferry run --prep CTC strings equal to the package's "
+          "CTCLabelDecode on ONNX Runtime: %d/%d (%s)" % (model, same, len(fit), "; ".join(shown)))
+
+
+def ppocr_cls_case(args, cache, work, images):
+    import cv2
+    pkg, top = "rapidocr-onnxruntime", "rapidocr_onnxruntime"
+    mod = wheel_module(fetch.pkg_dir(cache, pkg), top, top + ".ch_ppocr_cls.text_cls")
+    fake = Obj(cls_image_shape=[3, 48, 192])
+
+    def reference(p):
+        return mod.TextClassifier.resize_norm_img(fake, cv2.imread(p))[np.newaxis]
+    spec = os.path.join(work, "ppocr_cls.yaml")
+    write_spec(spec, ("x", [
+        "decode: {exif: apply}",
+        "color: bgr",
+        "resize: {height: 48, width: {round: ceil, max: 192}, filter: cv2_linear}",
+        "scale: {divide: 255}",
+        "mean: [0.5]",
+        "std: [0.5]",
+        "pad: {to: [48, 192], value: 0}"]))
+    # Every line (the wide ones are squeezed into 192 columns, as the package does).
+    tensor_case(args, "ppocr_cls (%s text_cls.py)" % pkg, spec, images, "x", reference, work)
+
+
+def ppocr_det_case(args, cache, work, images, model, pkg, top):
+    import cv2
+    mod = wheel_module(fetch.pkg_dir(cache, pkg), top, top + ".ch_ppocr_det.utils")
+    pre = mod.DetPreProcess(736, "min", [0.5, 0.5, 0.5], [0.5, 0.5, 0.5])  # config.yaml Det
+
+    def reference(p):
+        return pre(cv2.imread(p))
+    spec = os.path.join(work, model + ".yaml")
+    write_spec(spec, ("x", [
+        "decode: {exif: apply}",
+        "color: bgr",
+        "resize: {min_side: 736, multiple_of: 32, filter: cv2_linear}",
+        "scale: 0.00392156862745098",
+        "mean: [0.5]",
+        "std: [0.5]"]))
+    tensor_case(args, "%s (%s DetPreProcess, limit_type min 736)" % (model, pkg), spec, images,
+                "x", reference, work)
+
+
+def ddddocr_case(args, cache, work, images):
+    from PIL import Image
+    pkg = fetch.pkg_dir(cache, "ddddocr")
+    mod = wheel_module(pkg, "ddddocr", "ddddocr.core.ocr_engine")
+    fake = Obj(use_import_onnx=False)
+
+    def reference(p):
+        return mod.OCREngine._preprocess_image(fake, Image.open(p), False)
+    spec = os.path.join(work, "ddddocr.yaml")
+    write_spec(spec, ("input1", [
+        "decode: {exif: ignore}",
+        "color: gray",
+        "gray: after_resize",
+        "resize: {height: 64, width: {round: floor, arithmetic: 'w * (H / h)'}, "
+        "filter: pil_lanczos}",
+        "scale: {divide: 255}"]))
+    tensor_case(args, "ddddocr (OCREngine._preprocess_image)", spec, images, "input1", reference,
+                work)
+    # Decoded: the model outputs class ids ([1, T], argmax inside); ferry run --prep's ids and
+    # ONNX Runtime's on the package's tensor, both decoded by the package's own decoder.
+    from ddddocr.models.charset_manager import CharsetManager
+    # The package's default OCR() loads common_old.onnx with load_default_charset(False, False);
+    # OCR(beta=True) common.onnx with the beta charset (models/model_loader.py load_ocr_model).
+    for model, beta in [("ddddocr_common_old", False), ("ddddocr_common", True)]:
+        cm = CharsetManager()
+        cm.load_default_charset(False, beta)
+        eng = Obj(charset_manager=cm)
+        eng._ctc_decode_indices = lambda idx, eng=eng: mod.OCREngine._ctc_decode_indices(eng, idx)
+        path = fetch.model_path(cache, model)
+        sess = ort_session(path)
+        same, shown = 0, []
+        for p in images:
+            want = mod.OCREngine._process_text_output(
+                eng, sess.run(None, {"input1": reference(p)})[0])
+            out = os.path.join(work, "ddddocr_run")
+            shutil.rmtree(out, ignore_errors=True)
+            r = ferry(args, "run", path, "--prep", spec, "--input", "input1=" + p,
+                      "--output-dir", out)
+            got = None
+            if r.returncode == 0:
+                npy = [f for f in os.listdir(out) if f.endswith(".npy")]
+                got = mod.OCREngine._process_text_output(eng, np.load(os.path.join(out, npy[0])))
+            same += got == want
+            if got != want or len(shown) < 3:
+                shown.append("%r/%r" % (got, want) if got != want else repr(got))
+        check(same == len(images), "%s: ferry run --prep ids decoded by the package equal to "
+              "ONNX Runtime's: %d/%d (%s)" % (model, same, len(images), "; ".join(shown)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ferry", required=True)
+    ap.add_argument("--cache", required=True, help="the real-model cache (fetch.py --cache)")
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    args.ferry = os.path.abspath(args.ferry)
+    try:
+        fetch.fetch(args.cache, log=lambda m: print(m, flush=True))
+    except Exception as e:  # no network and no cache
+        print("SKIP: the real-model wheels are not in %s and could not be fetched: %s" %
+              (args.cache, e))
+        return SKIP
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    imgs = os.path.join(args.work, "images")
+    os.makedirs(imgs)
+    lines = make_lines(imgs)
+    pages = make_pages(imgs, lines)
+    ppocr_rec_case(args, args.cache, args.work, lines, "ppocrv4_rec", "rapidocr-onnxruntime",
+                   "rapidocr_onnxruntime", "rapidocr_onnxruntime.ch_ppocr_rec.text_recognize",
+                   "TextRecognizer")
+    ppocr_rec_case(args, args.cache, args.work, lines, "ppocrv6_rec", "rapidocr", "rapidocr",
+                   "rapidocr.ch_ppocr_rec.main", "TextRecognizer")
+    ppocr_cls_case(args, args.cache, args.work, lines)
+    ppocr_det_case(args, args.cache, args.work, pages + lines[:3], "ppocrv4_det",
+                   "rapidocr-onnxruntime", "rapidocr_onnxruntime")
+    ppocr_det_case(args, args.cache, args.work, pages + lines[:3], "ppocrv6_det", "rapidocr",
+                   "rapidocr")
+    ddddocr_case(args, args.cache, args.work, lines)
+    print("%d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
