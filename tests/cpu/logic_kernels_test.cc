@@ -218,5 +218,34 @@ TEST(CpuLogic, ColumnConvMatchesReference) {
   }
 }
 
+// tf2onnx's Conv1D: Transpose(perm 0,2,1,3) of X [N, L, C, 1] then the column Conv, run as one
+// row conv reading X in place (conv1d.cc's TransposeColumnConv pattern).
+TEST(CpuLogic, TransposeColumnConvMatchesReference) {
+  struct Case {
+    int64_t n, l, c, k, kh, stride, pad;
+    bool bias;
+  };
+  const Case cases[] = {{2, 40, 16, 24, 5, 1, 0, false}, {1, 33, 7, 9, 3, 2, 1, true}};
+  uint32_t seed = 150;
+  for (const Case& c : cases) {
+    GraphBuilder b;
+    b.Input("x", Rand({c.n, c.l, c.c, 1}, seed++));
+    b.Const("w", Rand({c.k, c.c, c.kh, 1}, seed++, -0.5f, 0.5f));
+    std::vector<std::string> in = {"xt", "w"};
+    if (c.bias) {
+      b.Const("b", Rand({c.k}, seed++));
+      in.push_back("b");
+    }
+    SetInts(b.Node("Transpose", {"x"}, {"xt"}), "perm", {0, 2, 1, 3});
+    ir::Node& conv = b.Node("Conv", in, {"y"});
+    SetInts(conv, "kernel_shape", {c.kh, 1});
+    SetInts(conv, "strides", {c.stride, 1});
+    SetInts(conv, "pads", {c.pad, 0, c.pad, 0});
+    b.Output("y");
+    const auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
+    EXPECT_EQ(ProviderOfOp(report, "Transpose"), "cpu (TransposeColumnConv)");
+  }
+}
+
 }  // namespace
 }  // namespace ferry::cpu_test

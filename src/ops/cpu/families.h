@@ -21,6 +21,9 @@ void RunConv1d(OpContext& ctx, NodeSlot& slot);
 // row. HasConv1dState: the slot holds conv1d.cc's state (RunConv dispatches on it).
 bool IsColumnConv(const OpContext& ctx, const NodeSlot& slot);
 bool HasConv1dState(const NodeSlot& slot);
+// conv1d.cc: Transpose(perm 0,2,1,3) -> column Conv as one row conv on the untransposed input
+std::span<const Pattern> TransposeColumnConvPatterns();
+const KernelDef* TransposeColumnConvKernel();
 std::span<const KernelDef> DeconvKernels();    // deconv.cc: ConvTranspose (oneDNN)
 std::span<const KernelDef> ResizeKernels();    // resize.cc: Resize, Upsample (own loops)
 std::span<const KernelDef> MlTreeKernels();    // ml_tree.cc: ai.onnx.ml tree ensembles

@@ -96,8 +96,9 @@ std::span<const KernelDef* const> AllKernels() {
 std::span<const Pattern> AllPatterns() {
   static const std::vector<Pattern> all = [] {
     std::vector<Pattern> v;
-    for (auto fam : {NormPatterns(), QMatMulPatterns(), QuantPatterns(), PoolPatterns(),
-                     BatchNormPatterns(), MbConvPatterns(), StemPoolPatterns(), GeluTanhPatterns()})
+    for (auto fam :
+         {NormPatterns(), QMatMulPatterns(), QuantPatterns(), PoolPatterns(), BatchNormPatterns(),
+          MbConvPatterns(), StemPoolPatterns(), GeluTanhPatterns(), TransposeColumnConvPatterns()})
       v.insert(v.end(), fam.begin(), fam.end());
     return v;
   }();
