@@ -92,6 +92,13 @@ inline void SetInt(ir::Node& n, const std::string& name, int64_t v) {
   a.i = v;
   n.attributes.push_back(std::move(a));
 }
+inline void SetString(ir::Node& n, const std::string& name, const std::string& v) {
+  ir::Attribute a;
+  a.name = name;
+  a.type = ir::AttrType::kString;
+  a.s = v;
+  n.attributes.push_back(std::move(a));
+}
 
 // A scalar tensor of type float, uint8 or int8 (quantization parameters in QDQ test graphs).
 // A 1-D int64 tensor (shapes, starts / ends / axes).

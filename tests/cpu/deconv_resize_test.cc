@@ -13,14 +13,6 @@ namespace {
 
 using namespace cpu_test;
 
-void SetString(ir::Node& n, const std::string& name, const std::string& v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::AttrType::kString;
-  a.s = v;
-  n.attributes.push_back(std::move(a));
-}
-
 struct DeconvCase {
   int64_t n, c, h, w, m, kh, kw, group;
   std::vector<int64_t> strides, pads, dilations, output_padding, output_shape;

@@ -79,14 +79,6 @@ TEST(CpuPlainMaxPool, RowKernelKeepsTheReferenceRules) {
   }
 }
 
-void SetString(ir::Node& n, const std::string& name, const std::string& v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::AttrType::kString;
-  a.s = v;
-  n.attributes.push_back(std::move(a));
-}
-
 TEST(CpuPlainMaxPool, UnevenPadsOnTheCpuProviderMatchReference) {
   struct Case {
     Shape x;

@@ -227,6 +227,27 @@ struct PoolWindow {
   bool ceil = false;
 };
 
+// The own max-pool kernels' geometry: `images` planes of `vc` channels each.
+VecPoolGeom MaxPoolGeom(const Tensor& x, const Shape& y, const PoolWindow& w, int64_t images,
+                        int64_t vc) {
+  VecPoolGeom g;
+  g.images = images;
+  g.vc = vc;
+  g.h = x.dim(2);
+  g.w = x.dim(3);
+  g.oh = y[2];
+  g.ow = y[3];
+  g.kh = w.k[0];
+  g.kw = w.k[1];
+  g.sh = w.strides[0];
+  g.sw = w.strides[1];
+  g.dh = w.dil[0];
+  g.dw = w.dil[1];
+  g.pt = w.pads[0];
+  g.pl = w.pads[1];
+  return g;
+}
+
 // Builds the oneDNN pooling from x to y (shape `y`) into slot.state, or declines.
 Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape& y, bool max,
                        bool include_pad, const PoolWindow& w) {
@@ -264,21 +285,8 @@ Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape
     const int64_t blk = in_layout == Layout::kBlocked8    ? 8
                         : in_layout == Layout::kBlocked16 ? 16
                                                           : x.dim(1);
-    VecPoolGeom& g = fresh->geom;
-    g.images = in_layout == Layout::kNhwc ? x.dim(0) : x.dim(0) * (x.dim(1) / blk);
-    g.vc = blk;
-    g.h = x.dim(2);
-    g.w = x.dim(3);
-    g.oh = y[2];
-    g.ow = y[3];
-    g.kh = w.k[0];
-    g.kw = w.k[1];
-    g.sh = w.strides[0];
-    g.sw = w.strides[1];
-    g.dh = w.dil[0];
-    g.dw = w.dil[1];
-    g.pt = w.pads[0];
-    g.pl = w.pads[1];
+    fresh->geom = MaxPoolGeom(
+        x, y, w, in_layout == Layout::kNhwc ? x.dim(0) : x.dim(0) * (x.dim(1) / blk), blk);
     fresh->own_max = true;
     slot.state = std::move(fresh);
     return Status::Ok();
@@ -299,21 +307,7 @@ Status BuildWindowPool(OpContext& ctx, NodeSlot& slot, StateKey key, const Shape
     if (max && x.dtype() == DType::kFloat && in_layout == Layout::kPlain &&
         fresh->out_layout == Layout::kPlain && w.k[0] * w.k[1] <= kMaxTaps &&
         (impl.rfind("simple", 0) == 0 || impl.rfind("ref", 0) == 0)) {
-      VecPoolGeom& g = fresh->geom;
-      g.images = x.dim(0) * x.dim(1);
-      g.vc = 1;
-      g.h = x.dim(2);
-      g.w = x.dim(3);
-      g.oh = y[2];
-      g.ow = y[3];
-      g.kh = w.k[0];
-      g.kw = w.k[1];
-      g.sh = w.strides[0];
-      g.sw = w.strides[1];
-      g.dh = w.dil[0];
-      g.dw = w.dil[1];
-      g.pt = w.pads[0];
-      g.pl = w.pads[1];
+      fresh->geom = MaxPoolGeom(x, y, w, x.dim(0) * x.dim(1), 1);
       fresh->plain_max = true;
       slot.state = std::move(fresh);
       return Status::Ok();

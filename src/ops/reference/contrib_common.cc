@@ -89,4 +89,28 @@ void LayerNormRows(std::vector<double>& x, int64_t rows, int64_t len, double eps
   }
 }
 
+void RotateHeads(std::vector<double>& x, int64_t b, int64_t s, int64_t n, int64_t h, bool bnsh,
+                 int64_t half, bool interleaved, const std::vector<double>& cosv,
+                 const std::vector<double>& sinv,
+                 const std::function<int64_t(int64_t, int64_t)>& row) {
+  std::vector<double> v(static_cast<size_t>(2 * half));
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t si = 0; si < s; ++si) {
+      const int64_t r = row(bi, si);
+      for (int64_t ni = 0; ni < n; ++ni) {
+        double* xp =
+            x.data() + (bnsh ? ((bi * n + ni) * s + si) * h : ((bi * s + si) * n + ni) * h);
+        std::copy_n(xp, 2 * half, v.begin());
+        for (int64_t i = 0; i < half; ++i) {
+          const double c = cosv[static_cast<size_t>(r * half + i)],
+                       sn = sinv[static_cast<size_t>(r * half + i)];
+          const size_t a = static_cast<size_t>(interleaved ? 2 * i : i),
+                       q = static_cast<size_t>(interleaved ? 2 * i + 1 : i + half);
+          xp[a] = v[a] * c - v[q] * sn;
+          xp[q] = v[q] * c + v[a] * sn;
+        }
+      }
+    }
+}
+
 }  // namespace ferry::ops

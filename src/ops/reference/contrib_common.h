@@ -53,6 +53,15 @@ void WriteDoubles(const std::vector<double>& v, Tensor& t);
 constexpr std::initializer_list<DType> kContribFloatTypes = {DType::kFloat, DType::kFloat16,
                                                              DType::kBFloat16, DType::kDouble};
 
+// RotaryEmbedding's rotation (ONNX opset 23 and com.microsoft), in place: x holds [B, S, N, H]
+// (bnsh false) or [B, N, S, H] head vectors; the first 2 * half values of each are rotated by
+// cache row row(b, s) of cosv / sinv (half values a row): non-interleaved pairs (i, i + half),
+// interleaved (2i, 2i + 1).
+void RotateHeads(std::vector<double>& x, int64_t b, int64_t s, int64_t n, int64_t h, bool bnsh,
+                 int64_t half, bool interleaved, const std::vector<double>& cosv,
+                 const std::vector<double>& sinv,
+                 const std::function<int64_t(int64_t, int64_t)>& row);
+
 // Normalizes rows of `len` values of x in place: (x - mean) / sqrt(var + eps) * gamma + beta
 // (beta optional; simplified: no mean, x / sqrt(mean(x^2) + eps) * gamma). Returns each row's
 // mean and 1 / sqrt(var + eps) when asked.

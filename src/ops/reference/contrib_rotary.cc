@@ -86,24 +86,10 @@ void RunRotary(OpContext& ctx) {
   std::vector<double> x = ReadDoubles(ctx.input(0));
   const std::vector<double> cosv = ReadDoubles(ctx.input(2)), sinv = ReadDoubles(ctx.input(3));
   const Tensor& p = ctx.input(1);
-  const int64_t half = d.rd / 2;
-  std::vector<double> v(static_cast<size_t>(d.rd));
-  for (int64_t b = 0; b < d.b; ++b)
-    for (int64_t s = 0; s < d.s; ++s) {
-      const int64_t pos = p.size() == 1 ? p.data<int64_t>()[0] + s : p.data<int64_t>()[b * d.s + s];
-      for (int64_t n = 0; n < d.n; ++n) {
-        double* xp =
-            x.data() + (d.bnsh ? ((b * d.n + n) * d.s + s) * d.h : ((b * d.s + s) * d.n + n) * d.h);
-        std::copy_n(xp, d.rd, v.begin());
-        for (int64_t i = 0; i < half; ++i) {
-          const double c = cosv[static_cast<size_t>(pos * half + i)],
-                       sn = sinv[static_cast<size_t>(pos * half + i)];
-          const int64_t a = interleaved ? 2 * i : i, bb = interleaved ? 2 * i + 1 : i + half;
-          xp[a] = v[static_cast<size_t>(a)] * c - v[static_cast<size_t>(bb)] * sn;
-          xp[bb] = v[static_cast<size_t>(bb)] * c + v[static_cast<size_t>(a)] * sn;
-        }
-      }
-    }
+  RotateHeads(x, d.b, d.s, d.n, d.h, d.bnsh, d.rd / 2, interleaved, cosv, sinv,
+              [&](int64_t b, int64_t s) {
+                return p.size() == 1 ? p.data<int64_t>()[0] + s : p.data<int64_t>()[b * d.s + s];
+              });
   WriteDoubles(x, ctx.output(0));
 }
 

@@ -398,25 +398,10 @@ void RunRope(OpContext& ctx) {
   const bool interleaved = ctx.attr_int("interleaved", 0) != 0;
   std::vector<double> x = ReadDoubles(ctx.input(0));
   const std::vector<double> cosv = ReadDoubles(ctx.input(1)), sinv = ReadDoubles(ctx.input(2));
-  const int64_t half = d.rd / 2;
-  std::vector<double> v(static_cast<size_t>(d.rd));
-  for (int64_t b = 0; b < d.b; ++b)
-    for (int64_t s = 0; s < d.s; ++s) {
-      const int64_t row = d.by_position ? ctx.input(3).data<int64_t>()[b * d.s + s] : b * d.s + s;
-      for (int64_t n = 0; n < d.n; ++n) {
-        double* xp =
-            x.data() + (d.bnsh ? ((b * d.n + n) * d.s + s) * d.h : ((b * d.s + s) * d.n + n) * d.h);
-        std::copy_n(xp, d.rd, v.begin());
-        for (int64_t i = 0; i < half; ++i) {
-          const double c = cosv[static_cast<size_t>(row * half + i)],
-                       sn = sinv[static_cast<size_t>(row * half + i)];
-          const size_t a = static_cast<size_t>(interleaved ? 2 * i : i),
-                       bb = static_cast<size_t>(interleaved ? 2 * i + 1 : i + half);
-          xp[a] = c * v[a] - sn * v[bb];
-          xp[bb] = sn * v[a] + c * v[bb];
-        }
-      }
-    }
+  RotateHeads(x, d.b, d.s, d.n, d.h, d.bnsh, d.rd / 2, interleaved, cosv, sinv,
+              [&](int64_t b, int64_t s) {
+                return d.by_position ? ctx.input(3).data<int64_t>()[b * d.s + s] : b * d.s + s;
+              });
   WriteDoubles(x, ctx.output(0));
 }
 
