@@ -886,7 +886,10 @@ std::string SpecToJson(const Spec& spec) {
     if (s.gray_after_resize) im["gray"] = "after_resize";
     if (s.pad_height)
       im["pad"] = {
-          {"to", {s.pad_height, s.pad_width}}, {"align", "top_left"}, {"value", s.pad_value}};
+          {"to", {s.pad_height, s.pad_width}},
+          {"align", "top_left"},
+          {"value", s.dtype == DType::kUint8 ? nlohmann::json(static_cast<int64_t>(s.pad_value))
+                                             : nlohmann::json(s.pad_value)}};
     im["layout"] = s.layout == Layout::kHwc ? "hwc" : "chw";
     im["batch"] = s.batch;
     im["dtype"] = s.dtype == DType::kUint8 ? "uint8" : "float32";

@@ -136,9 +136,11 @@ TEST(PrepSpec, KeepAspectSidesAndAlphaComposite) {
 }
 
 TEST(PrepSpec, UnknownKeyNamesKeyAndLine) {
-  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_box, antialias: true}\n")),
-            "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
-            "shorter_side, longer_side, filter, fit, pad_value, tensor)");
+  EXPECT_EQ(
+      ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_box, antialias: true}\n")),
+      "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
+      "shorter_side, longer_side, height, width, min_side, max_side, multiple_of, filter, fit, "
+      "pad_value, tensor)");
   EXPECT_EQ(ErrorOf("inputs: []\nmodel: m.onnx\n"),
             "spec.yaml:2: model: unknown key (expected one of: version, inputs, outputs)");
   EXPECT_NE(ErrorOf(Minimal("      colour: rgb\n"))
@@ -175,8 +177,8 @@ TEST(PrepSpec, MissingAndConflictingKeys) {
   EXPECT_EQ(ErrorOf("inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n"),
             "spec.yaml:4: inputs[0].image.color: missing (required)");
   EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], shorter_side: 4, filter: pil_box}\n")),
-            "spec.yaml:6: inputs[0].image.resize: expected exactly one of size: [H, W] and "
-            "shorter_side: N / longer_side: M");
+            "spec.yaml:6: inputs[0].image.resize: expected exactly one of size: [H, W], "
+            "shorter_side: N / longer_side: M, height: N, min_side: L and max_side: L");
   EXPECT_EQ(ErrorOf(Minimal("      resize: {shorter_side: 256, longer_side: 256, filter: "
                             "torchvision_bilinear}\n")),
             "spec.yaml:6: inputs[0].image.resize.longer_side: must be greater than shorter_side "
@@ -424,6 +426,119 @@ TEST(PrepPipeline, CropLargerThanImageIsAnError) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().message(),
             "img: crop.center [5, 4] is larger than the image (4x4 after resize)");
+}
+
+// The keys real models' packages need (tests/prep/test_real_specs.py): PaddleOCR's text-line
+// resize and fixed box, DetResizeForTest's limits, NumPy's img / 255, ddddocr's gray after resize.
+constexpr const char* kRealKeys = R"(inputs:
+  - name: x
+    image:
+      decode: {exif: apply}
+      color: bgr
+      resize: {height: 48, width: {round: ceil, max: 320}, filter: cv2_linear}
+      scale: {divide: 255}
+      mean: [0.5]
+      std: [0.5]
+      pad: {to: [48, 320], align: top_left, value: -1.5}
+  - name: det
+    image:
+      decode: {exif: apply}
+      color: rgb
+      resize: {min_side: 736, multiple_of: 32, filter: cv2_linear}
+  - name: line
+    image:
+      decode: {exif: ignore}
+      color: gray
+      gray: after_resize
+      resize: {height: 64, width: {round: floor, arithmetic: 'w * (H / h)'}, filter: pil_lanczos}
+      dtype: uint8
+      pad: {to: [64, 400], value: 255}
+)";
+
+TEST(PrepSpec, RealModelKeys) {
+  auto r = ParseSpec(kRealKeys, "spec.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const ImageSpec& a = r->inputs[0].image;
+  ASSERT_TRUE(a.resize.has_value());
+  EXPECT_EQ(a.resize->line_height, 48);
+  EXPECT_TRUE(a.resize->width_ceil);
+  EXPECT_TRUE(a.resize->ratio_first);
+  EXPECT_EQ(a.resize->max_width, 320);
+  EXPECT_EQ(a.divide, 255.0);
+  EXPECT_EQ(a.pad_height, 48);
+  EXPECT_EQ(a.pad_width, 320);
+  EXPECT_EQ(a.pad_value, -1.5);
+  EXPECT_EQ(OutputShape(a), (std::vector<int64_t>{1, 3, 48, 320}));
+  const ImageSpec& d = r->inputs[1].image;
+  EXPECT_EQ(d.resize->min_side, 736);
+  EXPECT_EQ(d.resize->multiple_of, 32);
+  EXPECT_EQ(OutputShape(d), (std::vector<int64_t>{1, 3, -1, -1}));
+  const ImageSpec& l = r->inputs[2].image;
+  EXPECT_TRUE(l.gray_after_resize);
+  EXPECT_FALSE(l.resize->width_ceil);
+  EXPECT_FALSE(l.resize->ratio_first);
+  EXPECT_EQ(l.pad_value, 255.0);
+  auto again = ParseSpec(SpecToJson(*r), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(SpecToJson(*again), SpecToJson(*r));
+}
+
+TEST(PrepSpec, RealModelKeysValidated) {
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {width: {round: ceil}, size: [4, 4], filter: "
+                            "cv2_linear}\n")),
+            "spec.yaml:6: inputs[0].image.resize.width: only with height: N");
+  EXPECT_EQ(
+      ErrorOf(Minimal("      resize: {height: 48, width: {round: up}, filter: cv2_linear}\n")),
+      "spec.yaml:6: inputs[0].image.resize.width.round: expected ceil|floor, got 'up'");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {height: 48, width: {maximum: 3}, filter: "
+                            "cv2_linear}\n")),
+            "spec.yaml:6: inputs[0].image.resize.width.maximum: unknown key (expected one of: "
+            "round, max, arithmetic)");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {height: 0, filter: cv2_linear}\n")),
+            "spec.yaml:6: inputs[0].image.resize.height: expected an integer in [1, 65536], got "
+            "'0'");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {size: [4, 4], multiple_of: 32, filter: "
+                            "cv2_linear}\n")),
+            "spec.yaml:6: inputs[0].image.resize.multiple_of: only with min_side or max_side");
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {min_side: 736, max_side: 960, filter: cv2_linear}\n")),
+            "spec.yaml:6: inputs[0].image.resize: expected exactly one of size: [H, W], "
+            "shorter_side: N / longer_side: M, height: N, min_side: L and max_side: L");
+  EXPECT_EQ(ErrorOf(Minimal("      scale: {divide: 0}\n")),
+            "spec.yaml:6: inputs[0].image.scale.divide: expected a number > 0, got '0'");
+  EXPECT_EQ(ErrorOf(Minimal("      scale: {multiply: 2}\n")),
+            "spec.yaml:6: inputs[0].image.scale.multiply: unknown key (expected one of: divide)");
+  EXPECT_EQ(ErrorOf(Minimal("      pad: {to: [48, 320], align: center}\n")),
+            "spec.yaml:6: inputs[0].image.pad.align: expected top_left, got 'center'");
+  EXPECT_EQ(ErrorOf(Minimal("      pad: {value: 0}\n")),
+            "spec.yaml:6: inputs[0].image.pad.to: missing (required)");
+  EXPECT_EQ(ErrorOf(Minimal("      dtype: uint8\n      pad: {to: [4, 4], value: 0.5}\n")),
+            "spec.yaml:7: inputs[0].image.pad.value: expected an integer in [0, 255], got '0.5'");
+  EXPECT_EQ(ErrorOf(Minimal("      gray: after_resize\n")),
+            "spec.yaml:6: inputs[0].image.gray: only with color: gray");
+}
+
+TEST(PrepPipeline, LineResizeAndPad) {
+  // 10x25 RGB: height 48 -> width ceil(48 * 2.5) = 120; padded to [48, 320] with the value.
+  Image img(10, 25, 3);
+  std::fill(img.pixels.begin(), img.pixels.end(), uint8_t{51});
+  auto spec = ParseSpec(kRealKeys, "s.yaml");
+  ASSERT_TRUE(spec.ok());
+  auto t = PreprocessImage(spec->inputs[0].image, img, "img");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->shape(), (Shape{1, 3, 48, 320}));
+  const float* d = t->data<float>();
+  EXPECT_FLOAT_EQ(d[119], (51.0f / 255.0f - 0.5f) / 0.5f);  // the last resized column
+  EXPECT_EQ(d[120], -1.5f);                                 // the pad
+  // min_side 736, multiple 32: 10x25 -> ratio 73.6: int(736) = 736, int(25 * 73.6) = 1839 -> 1824.
+  auto det = PreprocessImage(spec->inputs[1].image, img, "img");
+  ASSERT_TRUE(det.ok()) << det.status().message();
+  EXPECT_EQ(det->shape(), (Shape{1, 3, 736, 1824}));
+  // A line wider than the pad: an error naming both sizes.
+  Image wide(10, 100, 3);
+  auto w = PreprocessImage(spec->inputs[2].image, wide, "img");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().message(),
+            "img: the image (64x640 after resize) is larger than pad.to [64, 400]");
 }
 
 }  // namespace

@@ -290,6 +290,24 @@ def ppocr_cls_case(args, cache, work, images):
         "pad: {to: [48, 192], value: 0}"]))
     # Every line (the wide ones are squeezed into 192 columns, as the package does).
     tensor_case(args, "ppocr_cls (%s text_cls.py)" % pkg, spec, images, "x", reference, work)
+    # ferry prep embed refuses what it cannot write as ONNX, naming the key (exit 4, no file).
+    with open(spec) as f:
+        text = f.read().replace("exif: apply", "exif: ignore")
+    nearest = text.replace("height: 48, width: {round: ceil, max: 192}", "size: [48, 160]") \
+        .replace("cv2_linear", "cv2_nearest")
+    for key, edit in [("image.pad", nearest),
+                      ("image.resize.height", text.replace("      pad: {to: [48, 192], value: 0}\n", "")),
+                      ("image.scale.divide", text.replace("      pad: {to: [48, 192], value: 0}\n", "")
+                       .replace("height: 48, width: {round: ceil, max: 192}", "size: [48, 192]")
+                       .replace("cv2_linear", "cv2_nearest"))]:
+        s2 = os.path.join(work, "embed.yaml")
+        with open(s2, "w") as f:
+            f.write(edit)
+        out = os.path.join(work, "embedded.onnx")
+        r = ferry(args, "prep", "embed", fetch.model_path(cache, "ppocr_cls"), s2, "-o", out)
+        check(r.returncode == 4 and key + " cannot be embedded" in r.stderr and
+              not os.path.exists(out),
+              "prep embed refuses %s (exit %d: %s)" % (key, r.returncode, r.stderr.strip()[-120:]))
 
 
 def ppocr_det_case(args, cache, work, images, model, pkg, top):
