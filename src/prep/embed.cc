@@ -211,6 +211,11 @@ Status Embeddable(const InputSpec& in) {
   if (s.pad_height)
     return UnsupportedError("{}: image.pad cannot be embedded: not written as an ONNX Pad yet",
                             key);
+  if (s.normalize_f64)
+    return UnsupportedError(
+        "{}: image.normalize_dtype: float64 cannot be embedded: not written as ONNX double "
+        "arithmetic yet",
+        key);
   if (s.divide > 0)
     return UnsupportedError(
         "{}: image.scale.divide cannot be embedded: not written as an ONNX Div yet", key);

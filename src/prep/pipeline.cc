@@ -243,8 +243,15 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
         float v = use_float ? f[x * ic + src_c[c]]  // the float path's values carry the scale
                   : divide  ? static_cast<float>(s[x * ic + src_c[c]]) / divisor
                             : static_cast<float>(s[x * ic + src_c[c]]) * scale;
-        if (has_mean) v = v - mean[c];
-        if (has_std) v = v / stdv[c];
+        if (spec.normalize_f64) {  // normalize_dtype: float64
+          double dv = static_cast<double>(v);
+          if (has_mean) dv = dv - spec.mean[spec.mean.size() == 1 ? 0 : c];
+          if (has_std) dv = dv / spec.std[spec.std.size() == 1 ? 0 : c];
+          v = static_cast<float>(dv);
+        } else {
+          if (has_mean) v = v - mean[c];
+          if (has_std) v = v / stdv[c];
+        }
         d[index(y, x, c)] = v;
       }
   }

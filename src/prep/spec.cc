@@ -481,7 +481,7 @@ class Parser {
     FERRY_ASSIGN_OR_RETURN(
         Map m, Open(e, path,
                     {"decode", "color", "alpha", "library", "resize", "crop", "scale", "mean",
-                     "std", "pad", "layout", "batch", "dtype", "gray"}));
+                     "std", "pad", "layout", "batch", "dtype", "gray", "normalize_dtype"}));
     // decode: exif is stated, never implied.
     FERRY_ASSIGN_OR_RETURN(Entry decode, Required(m, "decode", path, e.line));
     std::string dpath = path + ".decode";
@@ -691,6 +691,13 @@ class Parser {
         s.mean = v;
       }
     }
+    if (auto* nd = Optional(m, "normalize_dtype")) {
+      FERRY_ASSIGN_OR_RETURN(std::string v,
+                             Choice(*nd, path + ".normalize_dtype", {"float32", "float64"}));
+      if (s.dtype != DType::kFloat)
+        return Error(nd->line, path + ".normalize_dtype", "only with dtype float32");
+      s.normalize_f64 = v == "float64";
+    }
     if (auto* pd = Optional(m, "pad")) {
       // pad: {to: [H, W], align: top_left, value: V}, after the float conversion.
       std::string ppath = path + ".pad";
@@ -884,6 +891,7 @@ std::string SpecToJson(const Spec& spec) {
       if (!s.std.empty()) im["std"] = s.std;
     }
     if (s.gray_after_resize) im["gray"] = "after_resize";
+    if (s.normalize_f64) im["normalize_dtype"] = "float64";
     if (s.pad_height)
       im["pad"] = {
           {"to", {s.pad_height, s.pad_width}},

@@ -102,6 +102,10 @@ struct ImageSpec {
   // divide > 0 (scale: {divide: D}): pixel / D instead of pixel * scale (NumPy's img / 255).
   double scale = 1.0;
   double divide = 0;
+  // normalize_dtype: float64: pixel * scale (or / divide) in float32, then - mean and / std in
+  // double, cast to float32 once (NumPy with float64 mean / std arrays: PaddleDetection's
+  // NormalizeImage, rapid-layout); default float32 step by step.
+  bool normalize_f64 = false;
   std::vector<double> mean, std;  // empty, or one value per output channel (1 broadcasts)
   // pad: {to: [H, W]} after the float conversion: the image at the top left of an [H, W]
   // canvas of pad_value (in the output's units: after scale / mean / std); 0: no pad.

@@ -445,6 +445,8 @@ constexpr const char* kRealKeys = R"(inputs:
       decode: {exif: apply}
       color: rgb
       resize: {min_side: 736, multiple_of: 32, filter: cv2_linear}
+      mean: [0.485, 0.456, 0.406]
+      normalize_dtype: float64
   - name: line
     image:
       decode: {exif: ignore}
@@ -472,6 +474,7 @@ TEST(PrepSpec, RealModelKeys) {
   const ImageSpec& d = r->inputs[1].image;
   EXPECT_EQ(d.resize->min_side, 736);
   EXPECT_EQ(d.resize->multiple_of, 32);
+  EXPECT_TRUE(d.normalize_f64);
   EXPECT_EQ(OutputShape(d), (std::vector<int64_t>{1, 3, -1, -1}));
   const ImageSpec& l = r->inputs[2].image;
   EXPECT_TRUE(l.gray_after_resize);
@@ -513,6 +516,8 @@ TEST(PrepSpec, RealModelKeysValidated) {
             "spec.yaml:6: inputs[0].image.pad.to: missing (required)");
   EXPECT_EQ(ErrorOf(Minimal("      dtype: uint8\n      pad: {to: [4, 4], value: 0.5}\n")),
             "spec.yaml:7: inputs[0].image.pad.value: expected an integer in [0, 255], got '0.5'");
+  EXPECT_EQ(ErrorOf(Minimal("      dtype: uint8\n      normalize_dtype: float64\n")),
+            "spec.yaml:7: inputs[0].image.normalize_dtype: only with dtype float32");
   EXPECT_EQ(ErrorOf(Minimal("      gray: after_resize\n")),
             "spec.yaml:6: inputs[0].image.gray: only with color: gray");
 }

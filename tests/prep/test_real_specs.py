@@ -198,7 +198,7 @@ def write_spec(path, image_yaml, outputs_yaml=""):
             f.write("outputs:\n" + outputs_yaml)
 
 
-def tensor_case(args, title, spec, images, name, reference, work):
+def tensor_case(args, title, spec, images, name, reference, work, tol=0.0):
     """Every image through the spec and through the package's function; returns the tensors."""
     worst, exact_min, ok_all = 0.0, 100.0, True
     shapes = set()
@@ -214,9 +214,9 @@ def tensor_case(args, title, spec, images, name, reference, work):
         shapes.add(tuple(want.shape))
         worst = max(worst, c[0])
         exact_min = min(exact_min, c[1])
-    check(ok_all and worst == 0.0,
-          "%s: %d images, max abs diff %g, min %% exact %.4f (shapes %s)" % (
-              title, len(images), worst, exact_min, sorted(shapes)[:3]))
+    check(ok_all and worst <= tol,
+          "%s: %d images, max abs diff %g (bar %g), min %% exact %.4f (shapes %s)" % (
+              title, len(images), worst, tol, exact_min, sorted(shapes)[:3]))
 
 
 # ------------------------------------------------------------------------------- cases
@@ -329,6 +329,31 @@ def ppocr_det_case(args, cache, work, images, model, pkg, top):
                 "x", reference, work)
 
 
+def rapid_layout_case(args, cache, work, images):
+    """rapid-layout 1.2.1 model_handler/pp/pre_process.py PPPreProcess((800, 608)) (pp/main.py:17):
+    cv2.resize to 608x800, then (x.astype(float32) * (1 / 255.0) - mean) / std with mean / std
+    float64 arrays: the subtraction and division happen in float64, cast to float32 once —
+    normalize_dtype: float64 (in float32 step by step, 89% of elements differ by up to 2.4e-7)."""
+    import cv2
+    mod = wheel_module(fetch.pkg_dir(cache, "rapid-layout"), "rapid_layout",
+                       "rapid_layout.model_handler.pp.pre_process")
+    pre = mod.PPPreProcess((800, 608))
+
+    def reference(p):
+        return pre(cv2.imread(p))
+    spec = os.path.join(work, "rapid_layout_cdla.yaml")
+    write_spec(spec, ("image", [
+        "decode: {exif: apply}",
+        "color: bgr",
+        "resize: {size: [800, 608], filter: cv2_linear}",
+        "scale: 0.00392156862745098",
+        "mean: [0.485, 0.456, 0.406]",
+        "std: [0.229, 0.224, 0.225]",
+        "normalize_dtype: float64"]))
+    tensor_case(args, "rapid_layout_cdla (rapid-layout PPPreProcess)", spec, images, "image",
+                reference, work)
+
+
 def ddddocr_case(args, cache, work, images):
     from PIL import Image
     pkg = fetch.pkg_dir(cache, "ddddocr")
@@ -407,6 +432,7 @@ def main():
                    "rapidocr-onnxruntime", "rapidocr_onnxruntime")
     ppocr_det_case(args, args.cache, args.work, pages + lines[:3], "ppocrv6_det", "rapidocr",
                    "rapidocr")
+    rapid_layout_case(args, args.cache, args.work, pages + lines[:2])
     ddddocr_case(args, args.cache, args.work, lines)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
