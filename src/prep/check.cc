@@ -141,6 +141,23 @@ Result<CheckResult> Check(const CheckOptions& o) {
           "prep check compares image inputs with Pillow / OpenCV; input '{}' is a table (no "
           "reference library: tests/prep/test_table.py checks tables against NumPy)",
           in.name);
+  for (const auto& in : spec.inputs) {
+    if (in.is_table() || in.is_text()) continue;
+    const ImageSpec& s = in.image;
+    const char* key = s.resize && s.resize->line_height ? "resize.height"
+                      : s.resize && (s.resize->min_side || s.resize->max_side)
+                          ? "resize.min_side / max_side"
+                      : s.pad_height        ? "pad"
+                      : s.divide > 0        ? "scale.divide"
+                      : s.normalize_f64     ? "normalize_dtype"
+                      : s.gray_after_resize ? "gray: after_resize"
+                                            : nullptr;
+    if (key)
+      return UnsupportedError(
+          "prep check: input '{}' uses image.{}, which the reference script does not reproduce "
+          "(tests/prep/test_real_specs.py checks it against the packages' own code)",
+          in.name, key);
+  }
   const bool text = !spec.inputs.empty() && spec.inputs[0].is_text();
   std::vector<std::string> images;
   if (text) {  // text files as given: one example per line, or JSON Lines

@@ -290,6 +290,10 @@ def ppocr_cls_case(args, cache, work, images):
         "pad: {to: [48, 192], value: 0}"]))
     # Every line (the wide ones are squeezed into 192 columns, as the package does).
     tensor_case(args, "ppocr_cls (%s text_cls.py)" % pkg, spec, images, "x", reference, work)
+    # ferry prep check refuses keys its reference script does not reproduce (exit 4).
+    r = ferry(args, "prep", "check", spec, "--images", images[0])
+    check(r.returncode == 4 and "image.resize.height" in r.stderr,
+          "prep check refuses resize.height (exit %d: %s)" % (r.returncode, r.stderr.strip()[-120:]))
     # ferry prep embed refuses what it cannot write as ONNX, naming the key (exit 4, no file).
     with open(spec) as f:
         text = f.read().replace("exif: apply", "exif: ignore")
