@@ -147,11 +147,12 @@ Result<CheckResult> Check(const CheckOptions& o) {
     const char* key = s.resize && s.resize->line_height ? "resize.height"
                       : s.resize && (s.resize->min_side || s.resize->max_side)
                           ? "resize.min_side / max_side"
-                      : s.pad_height        ? "pad"
-                      : s.divide > 0        ? "scale.divide"
-                      : s.normalize_f64     ? "normalize_dtype"
-                      : s.gray_after_resize ? "gray: after_resize"
-                                            : nullptr;
+                      : s.resize && s.resize->pad_square ? "resize.fit: pad_to_square"
+                      : s.pad_height                     ? "pad"
+                      : s.divide > 0                     ? "scale.divide"
+                      : s.normalize_f64                  ? "normalize_dtype"
+                      : s.gray_after_resize              ? "gray: after_resize"
+                                                         : nullptr;
     if (key)
       return UnsupportedError(
           "prep check: input '{}' uses image.{}, which the reference script does not reproduce "

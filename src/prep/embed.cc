@@ -208,6 +208,10 @@ Status Embeddable(const InputSpec& in) {
         s.resize->line_height ? "height"
         : s.resize->min_side  ? "min_side"
                               : "max_side");
+  if (s.resize && s.resize->pad_square)
+    return UnsupportedError(
+        "{}: image.resize.fit: pad_to_square cannot be embedded: not written as an ONNX Pad yet",
+        key);
   if (s.pad_height)
     return UnsupportedError("{}: image.pad cannot be embedded: not written as an ONNX Pad yet",
                             key);

@@ -112,6 +112,19 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     tmp = std::move(boxed);
     img = &tmp;
   } else if (spec.resize) {
+    if (spec.resize->pad_square) {
+      // fit: pad_to_square: bottom / right padding to the longer side (cv2.copyMakeBorder).
+      const int64_t S = std::max(img->height, img->width);
+      if (S * S > spec.max_pixels)
+        return InvalidError("{}: pad_to_square {}x{} is over decode.max_pixels ({})", what, S, S,
+                            spec.max_pixels);
+      Image sq(S, S, img->channels);
+      std::fill(sq.pixels.begin(), sq.pixels.end(), static_cast<uint8_t>(spec.resize->pad_value));
+      const size_t row_bytes = static_cast<size_t>(img->width * img->channels);
+      for (int64_t y = 0; y < img->height; ++y) std::memcpy(sq.row(y), img->row(y), row_bytes);
+      tmp = std::move(sq);
+      img = &tmp;
+    }
     int64_t h = spec.resize->height, w = spec.resize->width;
     const ResizeSpec& rs = *spec.resize;
     const double ih = static_cast<double>(img->height), iw = static_cast<double>(img->width);

@@ -589,15 +589,17 @@ class Parser {
       FERRY_ASSIGN_OR_RETURN(std::string fname, Choice(filter, rpath + ".filter", names));
       rs.filter = *ParseFilter(fname);
       if (auto* fit = Optional(rm, "fit")) {
-        FERRY_ASSIGN_OR_RETURN(std::string f,
-                               Choice(*fit, rpath + ".fit", {"stretch", "letterbox"}));
+        FERRY_ASSIGN_OR_RETURN(
+            std::string f, Choice(*fit, rpath + ".fit", {"stretch", "letterbox", "pad_to_square"}));
         rs.letterbox = f == "letterbox";
-        if (rs.letterbox && !size)
-          return Error(fit->line, rpath + ".fit", "letterbox needs size: [H, W]");
+        rs.pad_square = f == "pad_to_square";
+        if ((rs.letterbox || rs.pad_square) && !size)
+          return Error(fit->line, rpath + ".fit", fmt::format("{} needs size: [H, W]", f));
       }
       if (auto* pad = Optional(rm, "pad_value")) {
-        if (!rs.letterbox)
-          return Error(pad->line, rpath + ".pad_value", "only with fit: letterbox");
+        if (!rs.letterbox && !rs.pad_square)
+          return Error(pad->line, rpath + ".pad_value",
+                       "only with fit: letterbox or pad_to_square");
         FERRY_ASSIGN_OR_RETURN(int64_t pv, Int(*pad, rpath + ".pad_value", 0, 255));
         rs.pad_value = static_cast<int>(pv);
       }
@@ -608,8 +610,9 @@ class Parser {
         if (rs.float_tensor && rs.filter != Filter::kTorchvisionBilinear &&
             rs.filter != Filter::kTorchvisionBilinearAa)
           return Error(tensor->line, rpath + ".tensor", "float only with a torchvision_* filter");
-        if (rs.float_tensor && rs.letterbox)
-          return Error(tensor->line, rpath + ".tensor", "float is not supported with letterbox");
+        if (rs.float_tensor && (rs.letterbox || rs.pad_square))
+          return Error(tensor->line, rpath + ".tensor",
+                       "float is not supported with letterbox / pad_to_square");
         if (rs.float_tensor && (rs.line_height || rs.min_side || rs.max_side))
           return Error(tensor->line, rpath + ".tensor",
                        "float is not supported with height / min_side / max_side");
@@ -875,8 +878,8 @@ std::string SpecToJson(const Spec& spec) {
       if (s.resize->min_side || s.resize->max_side) r["multiple_of"] = s.resize->multiple_of;
       r["filter"] = FilterName(s.resize->filter);
       if (s.resize->float_tensor) r["tensor"] = "float";
-      if (s.resize->letterbox) {
-        r["fit"] = "letterbox";
+      if (s.resize->letterbox || s.resize->pad_square) {
+        r["fit"] = s.resize->letterbox ? "letterbox" : "pad_to_square";
         r["pad_value"] = s.resize->pad_value;
       }
       im["resize"] = r;

