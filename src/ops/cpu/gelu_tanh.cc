@@ -3,11 +3,14 @@
 //   a = c1 * x; b = x * a; d = x * b; e = x + d; f = c2 * e; t = Tanh(f); u = one + t;
 //   v = half * u; y = x * v
 // (c1, c2, one, half: single-value float constants, whatever their values; operands of each
-// step in either order). One pass over x in chunks of 512 elements that stay in L1, each step
-// on the same vec.h row kernel its own cpu kernel uses: bit-identical to the nine steps, which
-// read and wrote the whole tensor nine times (magika's [10, 512, 508] activation: 5 ms of
-// elementwise passes at 1 thread). Plain float32 x only; a constant of higher rank than x
-// (which would broadcast the output) declines.
+// step in either order). Also the exact (erf) GELU where no MatMul absorbs it (after a Conv, an
+// Add: PaddleOCR's PP-HGNet / SVTR blocks): d = x / c (or x * c); e = Erf(d); u = e + one;
+// v = x * u; y = v * half — five steps, any layout (every step is elementwise with scalar
+// constants), the output in the input's layout when every reader takes it. One pass over x in
+// chunks of 512 elements that stay in L1, each step on the same vec.h row kernel its own cpu kernel
+// uses: bit-identical to the nine steps, which read and wrote the whole tensor nine times (magika's
+// [10, 512, 508] activation: 5 ms of elementwise passes at 1 thread). Plain float32 x only; a
+// constant of higher rank than x (which would broadcast the output) declines.
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/vec.h"
@@ -113,7 +116,96 @@ void RunGeluTanh(OpContext& ctx, NodeSlot& slot) {
 constexpr KernelDef kGeluTanh = {"", "GeluTanh (pattern)", 1,          1000, nullptr, 0,
                                  0,  PrepareGeluTanh,      RunGeluTanh};
 
-constexpr Pattern kPatterns[] = {{"GeluTanh", MatchGeluTanh}};
+const KernelDef* GeluErfPatternKernel();
+
+// Whether value v is written by a MatMul / Gemm step before `host`, directly or through an Add
+// (its bias or residual): that GELU the runtime fuses into the MatMul as oneDNN's gelu_erf
+// post-op instead.
+bool FromMatMul(const GraphView& g, int v, size_t host, int depth = 0) {
+  for (size_t s = 0; s < host; ++s)
+    for (size_t k = 0; g.output(s, k) >= 0; ++k) {
+      if (g.output(s, k) != v) continue;
+      if (IsOp(g, s, "MatMul") || IsOp(g, s, "Gemm")) return true;
+      return depth == 0 && IsOp(g, s, "Add") &&
+             (FromMatMul(g, g.input(s, 0), s, 1) || FromMatMul(g, g.input(s, 1), s, 1));
+    }
+  return false;
+}
+
+bool MatchGeluErf(const GraphView& g, size_t host, PatternMatch* m) {
+  const bool div = IsOp(g, host, "Div");
+  if ((!div && !IsOp(g, host, "Mul")) || g.opset(host) < 7) return false;
+  float c = 0, one = 0, half = 0, rank = 0;
+  const int x = g.input(host, 0);
+  if (x < 0 || g.constant(x) != nullptr || !ScalarConst(g, g.input(host, 1), &c, &rank) ||
+      FromMatMul(g, x, host))
+    return false;
+  size_t s2, s3, s4, s5;
+  if (!Next(g, host, "Erf", &s2) || g.opset(s2) < 9) return false;
+  if (!OnlyReader(g, g.output(s2, 0), &s3) ||
+      !WithConst(g, s3, "Add", g.output(s2, 0), &one, &rank))
+    return false;
+  if (!Next(g, s3, "Mul", &s4) || Other(g, s4, g.output(s3, 0)) != x) return false;
+  if (!OnlyReader(g, g.output(s4, 0), &s5) ||
+      !WithConst(g, s5, "Mul", g.output(s4, 0), &half, &rank))
+    return false;
+  m->absorbed = {s2, s3, s4, s5};
+  m->inputs = {x};
+  m->output = g.output(s5, 0);
+  m->params = {div ? 1.f : 0.f, c, one, half, rank};
+  m->kernel = GeluErfPatternKernel();
+  return true;
+}
+
+Status PrepareGeluErf(OpContext& ctx, NodeSlot& slot) {
+  const Layout in = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
+  const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
+  if ((in != Layout::kPlain && !nhwc_ok) || !ctx.input_is_tensor(0) ||
+      ctx.input(0).dtype() != DType::kFloat || slot.params.size() != 5 ||
+      static_cast<float>(ctx.input(0).rank()) < slot.params[4]) {
+    slot.declined = true;
+    return Status::Ok();
+  }
+  slot.out_layouts.assign(1, in);
+  ctx.set_output(0, DType::kFloat, ctx.input(0).shape());
+  return Status::Ok();
+}
+
+void RunGeluErf(OpContext& ctx, NodeSlot& slot) {
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const int64_t n = ctx.input(0).size();  // every element, in whatever layout they are stored
+  const bool div = slot.params[0] != 0.f;
+  const float c = slot.params[1], one = slot.params[2], half = slot.params[3];
+  const VecOps& v = Vec();
+  const auto first = v.binary[static_cast<int>(div ? BinOp::kDiv : BinOp::kMul)];
+  const auto mul = v.binary[static_cast<int>(BinOp::kMul)];
+  const auto add = v.binary[static_cast<int>(BinOp::kAdd)];
+  const auto vv = static_cast<int>(RowKind::kVV), vs = static_cast<int>(RowKind::kVS);
+  const auto erf = v.unary[static_cast<int>(UnOp::kErf)];
+  constexpr int64_t kChunk = 512;
+  ParallelRange(n, 1 << 15, [&](int64_t b, int64_t e) {
+    float t1[kChunk], t2[kChunk];
+    for (int64_t i = b; i < e; i += kChunk) {
+      const int64_t len = std::min(kChunk, e - i);
+      const float* xi = x + i;
+      first[vs](xi, &c, t1, len);      // d = x / c (x * c)
+      erf(t1, t2, len, 0.f, 0.f);      // e = Erf(d)
+      add[vs](t2, &one, t1, len);      // u = e + one
+      mul[vv](xi, t1, t2, len);        // v = x * u
+      mul[vs](t2, &half, y + i, len);  // y = v * half
+    }
+  });
+}
+
+constexpr KernelDef kGeluErf = {"", "GeluErf (pattern)", 1,         1000, nullptr, 0,
+                                0,  PrepareGeluErf,      RunGeluErf};
+
+const KernelDef* GeluErfPatternKernel() {
+  return &kGeluErf;
+}
+
+constexpr Pattern kPatterns[] = {{"GeluTanh", MatchGeluTanh}, {"GeluErf", MatchGeluErf}};
 
 }  // namespace
 

@@ -1,0 +1,81 @@
+// The GeluErf pattern (src/ops/cpu/gelu_tanh.cc): the exact GELU (x / c or x * c, Erf, + 1,
+// * x, * 0.5) where no MatMul absorbs it, five elementwise steps as one chunked pass in any
+// layout. Bit-identical to the steps run one by one on the cpu kernels (an observer turns
+// patterns off), within tolerance of the reference; after a MatMul the runtime's GELU fusion
+// keeps it; a chain whose intermediate is read elsewhere is not taken.
+#include "cpu/cpu_harness.h"
+
+namespace ferry::cpu_test {
+namespace {
+
+enum class Source { kInput, kConv, kMatMul };
+
+GraphBuilder Build(Source src, bool mul_form, bool leak, uint32_t seed) {
+  GraphBuilder b;
+  const Shape xs = src == Source::kMatMul ? Shape{6, 40} : Shape{1, 16, 13, 11};
+  b.Input("in", Rand(xs, seed, -3.f, 3.f));
+  std::string x = "in";
+  if (src == Source::kConv) {
+    b.Const("w", Rand({32, 16, 3, 3}, seed + 1, -0.2f, 0.2f));
+    SetInts(b.Node("Conv", {"in", "w"}, {"x"}), "pads", {1, 1, 1, 1});
+    x = "x";
+  } else if (src == Source::kMatMul) {
+    b.Const("w", Rand({40, 24}, seed + 1, -0.3f, 0.3f));
+    b.Node("MatMul", {"in", "w"}, {"x"});
+    x = "x";
+  }
+  b.Const("c", Tensor::FromVector<float>({mul_form ? 0.70710677f : 1.4142135f}, {}));
+  b.Const("one", Tensor::FromVector<float>({1.f}, {}));
+  b.Const("half", Tensor::FromVector<float>({0.5f}, {}));
+  b.Node(mul_form ? "Mul" : "Div", {x, "c"}, {"d"}).name = "host";
+  b.Node("Erf", {"d"}, {"e"});
+  b.Node("Add", {"e", "one"}, {"u"});
+  b.Node("Mul", {x, "u"}, {"v"});
+  b.Node("Mul", {"v", "half"}, {"y"});
+  if (src == Source::kConv) {  // a layout-aware reader after the GELU
+    b.Const("w2", Rand({8, 32, 1, 1}, seed + 2, -0.2f, 0.2f));
+    b.Node("Conv", {"y", "w2"}, {"z"});
+    b.Output("z");
+  } else {
+    b.Output("y");
+  }
+  if (leak) b.Output("u");
+  return b;
+}
+
+TEST(CpuGeluErf, BitIdenticalToTheStepsAndCloseToTheReference) {
+  struct Case {
+    Source src;
+    bool mul_form, leak;
+    std::string provider;  // the first step's (Div or Mul)
+  };
+  const Case cases[] = {
+      {Source::kConv, false, false, "cpu (GeluErf)"},  // PP-OCRv6's blocks, channels-last
+      {Source::kInput, true, false, "cpu (GeluErf)"},  // the x * (1 / sqrt 2) form, plain
+      {Source::kMatMul, false, false, "fused"},        // oneDNN's gelu_erf post-op keeps it
+      {Source::kInput, false, true, "cpu"},            // u is a graph output: steps one by one
+  };
+  uint32_t seed = 70;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.provider + (c.mul_form ? " mul" : " div"));
+    GraphBuilder b = Build(c.src, c.mul_form, c.leak, seed += 3);
+    auto report = ExpectMatchesReference(b, 1e-5, 1e-6);
+    EXPECT_EQ(ProviderOfNode(report, "host"), c.provider);
+    auto s = Session::Create(b.model(), {});
+    ASSERT_TRUE(s.ok());
+    auto fused = (*s)->Run(b.feeds());
+    runtime::RunOptions ro;
+    ro.observer = [](const ir::Node&, const std::string&, const Value&) {};
+    auto steps = (*s)->Run(b.feeds(), ro);
+    ASSERT_TRUE(fused.ok() && steps.ok());
+    const Tensor& f = (*fused)[0].tensor();
+    const Tensor& u = (*steps)[0].tensor();
+    ASSERT_EQ(f.shape(), u.shape());
+    if (c.src == Source::kMatMul) continue;  // the post-op is oneDNN's own erf
+    for (int64_t i = 0; i < f.size(); ++i)
+      ASSERT_EQ(f.data<float>()[i], u.data<float>()[i]) << "element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace ferry::cpu_test
