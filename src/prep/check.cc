@@ -147,6 +147,7 @@ Result<CheckResult> Check(const CheckOptions& o) {
     const char* key = s.resize && s.resize->line_height ? "resize.height"
                       : s.resize && (s.resize->min_side || s.resize->max_side)
                           ? "resize.min_side / max_side"
+                      : s.resize && s.resize->top_left   ? "resize.fit: letterbox_top_left"
                       : s.resize && s.resize->pad_square ? "resize.fit: pad_to_square"
                       : s.pad_height                     ? "pad"
                       : s.divide > 0                     ? "scale.divide"

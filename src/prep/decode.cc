@@ -195,7 +195,8 @@ Result<DecodedOutput> DecodeOutput(const Spec& spec, const OutputSpec& o, const 
   if (!r.ok()) return r.status().With("output '" + o.name + "'");
   d.detections = std::move(r).value();
   const InputSpec* in = BoxInput(spec, o);
-  if (in && original && original->height > 0 && in->image.resize && in->image.resize->letterbox) {
+  if (in && original && original->height > 0 && in->image.resize && in->image.resize->letterbox &&
+      !in->image.resize->top_left) {
     ScaleBoxes(&d.detections, in->image.resize->height, in->image.resize->width, original->height,
                original->width);
     d.mapped = true;

@@ -208,6 +208,10 @@ Status Embeddable(const InputSpec& in) {
         s.resize->line_height ? "height"
         : s.resize->min_side  ? "min_side"
                               : "max_side");
+  if (s.resize && s.resize->top_left)
+    return UnsupportedError(
+        "{}: image.resize.fit: letterbox_top_left cannot be embedded: not written as ONNX yet",
+        key);
   if (s.resize && s.resize->pad_square)
     return UnsupportedError(
         "{}: image.resize.fit: pad_to_square cannot be embedded: not written as an ONNX Pad yet",

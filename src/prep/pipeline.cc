@@ -92,17 +92,21 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
                           what, H, W, spec.max_pixels);
     const double r = std::min(static_cast<double>(H) / static_cast<double>(img->height),
                               static_cast<double>(W) / static_cast<double>(img->width));
-    const int64_t nh = std::clamp<int64_t>(
-        static_cast<int64_t>(std::nearbyint(static_cast<double>(img->height) * r)), 1, H);
-    const int64_t nw = std::clamp<int64_t>(
-        static_cast<int64_t>(std::nearbyint(static_cast<double>(img->width) * r)), 1, W);
+    // ultralytics rounds (ties to even); YOLOX (top_left) truncates with int().
+    auto side = [&](int64_t n) {
+      const double x = static_cast<double>(n) * r;
+      return static_cast<int64_t>(spec.resize->top_left ? std::floor(x) : std::nearbyint(x));
+    };
+    const int64_t nh = std::clamp<int64_t>(side(img->height), 1, H);
+    const int64_t nw = std::clamp<int64_t>(side(img->width), 1, W);
     Image scaled;
     const Image* src = img;
     if (nh != img->height || nw != img->width) {
       scaled = Resize(*img, nh, nw, spec.resize->filter);
       src = &scaled;
     }
-    const int64_t pad_top = (H - nh) / 2, pad_left = (W - nw) / 2;
+    const int64_t pad_top = spec.resize->top_left ? 0 : (H - nh) / 2;
+    const int64_t pad_left = spec.resize->top_left ? 0 : (W - nw) / 2;
     Image boxed(H, W, src->channels);
     std::fill(boxed.pixels.begin(), boxed.pixels.end(),
               static_cast<uint8_t>(spec.resize->pad_value));

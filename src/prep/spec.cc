@@ -590,8 +590,10 @@ class Parser {
       rs.filter = *ParseFilter(fname);
       if (auto* fit = Optional(rm, "fit")) {
         FERRY_ASSIGN_OR_RETURN(
-            std::string f, Choice(*fit, rpath + ".fit", {"stretch", "letterbox", "pad_to_square"}));
-        rs.letterbox = f == "letterbox";
+            std::string f, Choice(*fit, rpath + ".fit",
+                                  {"stretch", "letterbox", "letterbox_top_left", "pad_to_square"}));
+        rs.letterbox = f == "letterbox" || f == "letterbox_top_left";
+        rs.top_left = f == "letterbox_top_left";
         rs.pad_square = f == "pad_to_square";
         if ((rs.letterbox || rs.pad_square) && !size)
           return Error(fit->line, rpath + ".fit", fmt::format("{} needs size: [H, W]", f));
@@ -879,7 +881,9 @@ std::string SpecToJson(const Spec& spec) {
       r["filter"] = FilterName(s.resize->filter);
       if (s.resize->float_tensor) r["tensor"] = "float";
       if (s.resize->letterbox || s.resize->pad_square) {
-        r["fit"] = s.resize->letterbox ? "letterbox" : "pad_to_square";
+        r["fit"] = s.resize->top_left    ? "letterbox_top_left"
+                   : s.resize->letterbox ? "letterbox"
+                                         : "pad_to_square";
         r["pad_value"] = s.resize->pad_value;
       }
       im["resize"] = r;

@@ -79,6 +79,10 @@ struct ResizeSpec {
   // a square of its longer side, then stretched to [H, W] (nudenet's cv2.copyMakeBorder before
   // cv2.dnn.blobFromImage).
   bool pad_square = false;
+  // fit: letterbox_top_left (with size; letterbox is set too): YOLOX's preproc: r = min(H / h,
+  // W / w), sizes int(h * r), int(w * r) (truncated), the image at the top left, pad_value
+  // (ddddocr's detector). Boxes are not mapped back (ultralytics' scale_boxes centres).
+  bool top_left = false;
   int pad_value = 114;
   // tensor: float (torchvision filters, dtype float32, no letterbox): torchvision's resize of a
   // float tensor (to_tensor() first): the resized values stay unrounded, then scale / mean /

@@ -541,6 +541,24 @@ TEST(PrepPipeline, PadToSquareThenResize) {
             "spec.yaml:6: inputs[0].image.resize.fit: pad_to_square needs size: [H, W]");
 }
 
+TEST(PrepPipeline, LetterboxTopLeftTruncates) {
+  // 7x300 to 416x416: r = 416 / 300, 7 r = 9.71 -> 9 rows (int()), at the top left.
+  Image img(7, 300, 3);
+  std::fill(img.pixels.begin(), img.pixels.end(), uint8_t{9});
+  auto spec = ParseSpec(Minimal("      resize: {size: [416, 416], filter: cv2_nearest, fit: "
+                                "letterbox_top_left, pad_value: 114}\n      dtype: uint8\n"),
+                        "s.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->inputs[0].image.resize->letterbox);
+  EXPECT_TRUE(spec->inputs[0].image.resize->top_left);
+  auto t = PreprocessImage(spec->inputs[0].image, img, "img");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const uint8_t* d = t->data<uint8_t>();  // channel 0, [416, 416]
+  EXPECT_EQ(d[8 * 416], 9);               // row 8: image
+  EXPECT_EQ(d[9 * 416], 114);             // row 9: padding
+  EXPECT_EQ(d[415], 9);                   // the full width
+}
+
 TEST(PrepPipeline, LineResizeAndPad) {
   // 10x25 RGB: height 48 -> width ceil(48 * 2.5) = 120; padded to [48, 320] with the value.
   Image img(10, 25, 3);

