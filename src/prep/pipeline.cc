@@ -81,6 +81,7 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
   std::vector<float> fpix;
   bool use_float = false;
   int64_t cur_h = 0, cur_w = 0;
+  int64_t pad_w = 0;  // pad.grow: the grown box width
   if (spec.color == Color::kGray && decoded.channels == 3 && !spec.gray_after_resize) {
     tmp = ToGray(decoded, spec.library);
     img = &tmp;
@@ -138,7 +139,14 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
       const double x = rs.ratio_first ? H * (iw / ih) : iw * (H / ih);
       h = rs.line_height;
       w = static_cast<int64_t>(rs.width_ceil ? std::ceil(x) : std::floor(x));
-      if (rs.max_width > 0 && w > rs.max_width) w = rs.max_width;
+      if (spec.pad_grow) {
+        // rapidocr: the box is int(N * max(W / N, w / h)) wide; the line is capped at it.
+        const double box_ratio = std::max(static_cast<double>(spec.pad_width) / H, iw / ih);
+        pad_w = static_cast<int64_t>(std::floor(H * box_ratio));
+        w = std::min(w, pad_w);
+      } else if (rs.max_width > 0 && w > rs.max_width) {
+        w = rs.max_width;
+      }
     } else if (rs.min_side > 0 || rs.max_side > 0) {
       // PaddleOCR's DetResizeForTest: ratio from the limit, int() of each side, then
       // round(side / m) * m with Python's round (ties to even; nearbyint in the default mode).
@@ -213,11 +221,12 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
   // pad.to: the image at the top left of a [pad_height, pad_width] canvas of pad_value.
   int64_t th = oh, tw = ow;
   if (spec.pad_height) {
-    if (oh > spec.pad_height || ow > spec.pad_width)
+    if (pad_w == 0) pad_w = spec.pad_width;
+    if (oh > spec.pad_height || ow > pad_w)
       return InvalidError("{}: the image ({}x{} after resize) is larger than pad.to [{}, {}]", what,
-                          oh, ow, spec.pad_height, spec.pad_width);
+                          oh, ow, spec.pad_height, pad_w);
     th = spec.pad_height;
-    tw = spec.pad_width;
+    tw = pad_w;
   }
   Shape shape = spec.layout == Layout::kChw ? Shape{oc, th, tw} : Shape{th, tw, oc};
   if (spec.batch) shape.insert(shape.begin(), 1);

@@ -706,7 +706,12 @@ class Parser {
     if (auto* pd = Optional(m, "pad")) {
       // pad: {to: [H, W], align: top_left, value: V}, after the float conversion.
       std::string ppath = path + ".pad";
-      FERRY_ASSIGN_OR_RETURN(Map pm, Open(*pd, ppath, {"to", "align", "value"}));
+      FERRY_ASSIGN_OR_RETURN(Map pm, Open(*pd, ppath, {"to", "align", "value", "grow"}));
+      if (auto* gr = Optional(pm, "grow")) {
+        FERRY_ASSIGN_OR_RETURN(s.pad_grow, Bool(*gr, ppath + ".grow"));
+        if (s.pad_grow && !(s.resize && s.resize->line_height))
+          return Error(gr->line, ppath + ".grow", "only with resize.height");
+      }
       FERRY_ASSIGN_OR_RETURN(Entry to, Required(pm, "to", ppath, pd->line));
       FERRY_ASSIGN_OR_RETURN(auto hw, Size(to, ppath + ".to"));
       s.pad_height = hw.first;
@@ -795,7 +800,7 @@ std::vector<int64_t> OutputShape(const ImageSpec& spec) {
   }
   if (spec.pad_height > 0) {
     h = spec.pad_height;  // a larger image is an error (pipeline)
-    w = spec.pad_width;
+    w = spec.pad_grow ? -1 : spec.pad_width;
   }
   std::vector<int64_t> dims;
   if (spec.batch) dims.push_back(1);
@@ -902,6 +907,7 @@ std::string SpecToJson(const Spec& spec) {
     if (s.pad_height)
       im["pad"] = {
           {"to", {s.pad_height, s.pad_width}},
+          {"grow", s.pad_grow},
           {"align", "top_left"},
           {"value", s.dtype == DType::kUint8 ? nlohmann::json(static_cast<int64_t>(s.pad_value))
                                              : nlohmann::json(s.pad_value)}};

@@ -119,6 +119,10 @@ struct ImageSpec {
   // canvas of pad_value (in the output's units: after scale / mean / std); 0: no pad.
   int64_t pad_height = 0, pad_width = 0;
   double pad_value = 0;
+  // pad.grow (with resize.height): a line wider than the box widens it to int(N * (w / h))
+  // (rapidocr's max_wh_ratio for one line), and the resize width is capped at that width
+  // instead of width.max.
+  bool pad_grow = false;
   Layout layout = Layout::kChw;
   bool batch = true;  // a leading batch axis
   DType dtype = DType::kFloat;

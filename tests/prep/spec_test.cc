@@ -559,6 +559,24 @@ TEST(PrepPipeline, LetterboxTopLeftTruncates) {
   EXPECT_EQ(d[415], 9);                   // the full width
 }
 
+TEST(PrepPipeline, PadGrowWidensTheBox) {
+  // rapidocr: 10x100 at height 48: w / h = 10 > 320 / 48, the box int(48 * 10) = 480 wide, the
+  // line ceil(480) = 480; a 10x25 line keeps the 320 box.
+  auto spec = ParseSpec(Minimal("      resize: {height: 48, filter: cv2_nearest}\n"
+                                "      pad: {to: [48, 320], grow: true}\n"),
+                        "s.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(OutputShape(spec->inputs[0].image), (std::vector<int64_t>{1, 3, 48, -1}));
+  auto wide = PreprocessImage(spec->inputs[0].image, Image(10, 100, 3), "img");
+  ASSERT_TRUE(wide.ok()) << wide.status().message();
+  EXPECT_EQ(wide->shape(), (Shape{1, 3, 48, 480}));
+  auto narrow = PreprocessImage(spec->inputs[0].image, Image(10, 25, 3), "img");
+  ASSERT_TRUE(narrow.ok());
+  EXPECT_EQ(narrow->shape(), (Shape{1, 3, 48, 320}));
+  EXPECT_EQ(ErrorOf(Minimal("      pad: {to: [48, 320], grow: true}\n")),
+            "spec.yaml:6: inputs[0].image.pad.grow: only with resize.height");
+}
+
 TEST(PrepPipeline, LineResizeAndPad) {
   // 10x25 RGB: height 48 -> width ceil(48 * 2.5) = 120; padded to [48, 320] with the value.
   Image img(10, 25, 3);
