@@ -74,20 +74,7 @@ TEST(CpuAddSoftmax, BitIdenticalToTheStepsAndCloseToTheReference) {
     for (const auto& r : report) pattern = pattern || r.provider == "cpu (AddSoftmax)";
     EXPECT_EQ(pattern, c.fused);
     // The unfused cpu steps (an observer turns patterns off): the same bits.
-    auto s = Session::Create(b.model(), {});
-    ASSERT_TRUE(s.ok());
-    auto fused = (*s)->Run(b.feeds());
-    runtime::RunOptions ro;
-    ro.observer = [](const ir::Node&, const std::string&, const Value&) {};
-    auto steps = (*s)->Run(b.feeds(), ro);
-    ASSERT_TRUE(fused.ok() && steps.ok());
-    const Tensor& f = (*fused)[0].tensor();
-    const Tensor& u = (*steps)[0].tensor();
-    ASSERT_EQ(f.shape(), u.shape());
-    for (int64_t i = 0; i < f.size(); ++i) {
-      const float a = f.data<float>()[i], e = u.data<float>()[i];
-      ASSERT_TRUE(a == e || (a != a && e != e)) << "element " << i << ": " << a << " vs " << e;
-    }
+    ExpectPatternBitIdentical(b);
   }
 }
 

@@ -224,6 +224,25 @@ inline std::vector<runtime::NodeReport> ExpectMatchesReference(GraphBuilder& b, 
   return (*cpu)->node_report();
 }
 
+// Output 0 of the model with the cpu provider's patterns (a plain run) and without them (an
+// observer turns patterns off: every step on its own kernel) is the same bits (NaN = NaN).
+inline void ExpectPatternBitIdentical(GraphBuilder& b) {
+  auto s = Session::Create(b.model(), {});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto fused = (*s)->Run(b.feeds());
+  runtime::RunOptions ro;
+  ro.observer = [](const ir::Node&, const std::string&, const Value&) {};
+  auto steps = (*s)->Run(b.feeds(), ro);
+  ASSERT_TRUE(fused.ok() && steps.ok());
+  const Tensor& f = (*fused)[0].tensor();
+  const Tensor& u = (*steps)[0].tensor();
+  ASSERT_EQ(f.shape(), u.shape());
+  for (int64_t i = 0; i < f.size(); ++i) {
+    const float a = f.data<float>()[i], e = u.data<float>()[i];
+    ASSERT_TRUE(a == e || (a != a && e != e)) << "element " << i << ": " << a << " vs " << e;
+  }
+}
+
 // Runs the model once on the cpu provider with `threads` threads: its outputs (none after a
 // failure, which is reported) and, with `report`, the session's node report.
 inline std::vector<Value> RunOnCpu(GraphBuilder& b, int threads,

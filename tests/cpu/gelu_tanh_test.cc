@@ -56,18 +56,7 @@ TEST(CpuGeluTanh, BitIdenticalToTheStepsAndCloseToTheReference) {
     bool pattern = false;
     for (const auto& r : report) pattern = pattern || r.provider == "cpu (GeluTanh)";
     EXPECT_EQ(pattern, c.fused);
-    auto s = Session::Create(b.model(), {});
-    ASSERT_TRUE(s.ok());
-    auto fused = (*s)->Run(b.feeds());
-    runtime::RunOptions ro;
-    ro.observer = [](const ir::Node&, const std::string&, const Value&) {};
-    auto steps = (*s)->Run(b.feeds(), ro);
-    ASSERT_TRUE(fused.ok() && steps.ok());
-    const Tensor& f = (*fused)[0].tensor();
-    const Tensor& u = (*steps)[0].tensor();
-    ASSERT_EQ(f.shape(), u.shape());
-    for (int64_t i = 0; i < f.size(); ++i)
-      ASSERT_EQ(f.data<float>()[i], u.data<float>()[i]) << "element " << i;
+    ExpectPatternBitIdentical(b);
   }
 }
 
