@@ -233,6 +233,7 @@ Result<Tensor> ParseNpy(const std::string& b, const std::string& what) {
     }
   } else if (n > 0) {
     std::memcpy(t.raw(), data, static_cast<size_t>(n) * elem);
+    if (descr.dtype == DType::kBool) NormalizeBoolBytes(t.raw(), n);
   }
   if (!fortran || shape.size() < 2 || n == 0) return t.Reshaped(shape);
   // Transpose from reversed (column-major) order into row-major.

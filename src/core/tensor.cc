@@ -10,6 +10,11 @@
 
 namespace ferry {
 
+void NormalizeBoolBytes(void* data, int64_t n) {
+  auto* p = static_cast<unsigned char*>(data);
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] != 0;
+}
+
 int64_t NumElements(const Shape& shape) {
   for (int64_t d : shape)
     if (d == 0) return 0;  // before any product that could overflow

@@ -18,6 +18,9 @@ using Shape = std::vector<int64_t>;
 // Product of dims (1 for a scalar, 0 when any dim is 0, INT64_MAX when the product overflows:
 // no undefined behaviour whatever the dims). Callers validate dims are non-negative first.
 int64_t NumElements(const Shape& shape);
+// Bytes read into bool storage from a file (ONNX raw_data, external data, .npy): every nonzero
+// byte becomes 1 (a bool holding another value is undefined behaviour to read).
+void NormalizeBoolBytes(void* data, int64_t n);
 // "[1,3,224,224]"
 std::string ShapeToString(const Shape& shape);
 // Row-major strides in elements.

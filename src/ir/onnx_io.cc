@@ -136,7 +136,11 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
                         tname, ShapeToString(shape));
   const bool external = tp.data_location() == onnx::TensorProto::EXTERNAL;
   if (*dt != DType::kString && (external || tp.has_raw_data())) {
-    if (external) return ReadExternal(tp, ctx, *dt, shape, want);
+    if (external) {
+      FERRY_ASSIGN_OR_RETURN(Tensor t, ReadExternal(tp, ctx, *dt, shape, want));
+      if (*dt == DType::kBool) NormalizeBoolBytes(t.raw(), t.size());
+      return t;
+    }
     const std::string& raw = tp.raw_data();
     if (raw.size() != want)
       return InvalidError("{}: tensor '{}' of type {} and shape {} has {} raw bytes, expected {}",
@@ -146,10 +150,12 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& tp, const ImportCtx& ctx
         reinterpret_cast<uintptr_t>(raw.data()) % 16 == 0) {
       std::shared_ptr<std::string> buf(owned->release_raw_data());
       void* data = buf->data();
+      if (*dt == DType::kBool) NormalizeBoolBytes(data, static_cast<int64_t>(want));
       return Tensor::Adopt(*dt, std::move(shape), std::move(buf), data);
     }
     Tensor t = Tensor::Uninitialized(*dt, shape);
     if (want > 0) std::memcpy(t.raw(), raw.data(), want);
+    if (*dt == DType::kBool) NormalizeBoolBytes(t.raw(), t.size());
     return t;
   }
   const int64_t n = NumElements(shape);  // no overflow: its bytes fit in 2^63
