@@ -1,10 +1,6 @@
 // `ferry prep check` (prep/check.h): run both sides, compare per tensor.
 #include "prep/check.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -14,8 +10,7 @@
 
 #include "core/npy.h"
 #include "prep/pipeline.h"
-
-extern char** environ;
+#include "prep/subprocess.h"
 
 namespace ferry::prep {
 
@@ -28,33 +23,6 @@ bool IsImageName(const fs::path& p) {
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-}
-
-// A fresh private folder under the system temp dir, removed by the destructor.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ferry-prep-XXXXXX").string();
-    if (mkdtemp(tmpl.data())) path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-};
-
-// Runs argv (no shell), stderr passed through; returns the exit status or -1.
-int RunProcess(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace
@@ -182,7 +150,7 @@ Result<CheckResult> Check(const CheckOptions& o) {
         o.python);
   if (script.empty() || !fs::is_regular_file(script, ec))
     return UsageError("reference script '{}' not found (--reference-script)", script);
-  TempDir tmp;
+  TempDir tmp("ferry-prep-");
   if (tmp.path.empty()) return InvalidError("cannot create a temporary folder");
   const std::string spec_json = (fs::path(tmp.path) / "spec.json").string();
   FERRY_RETURN_IF_ERROR(WriteFileAtomic(spec_json, SpecToJson(spec)));

@@ -1,8 +1,5 @@
 // `ferry prep embed --check` and the renderers (prep/embed.h): decoded images through the
 // embedded model against spec-then-model, under Ferry's runtime and under ONNX Runtime.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,42 +14,14 @@
 #include "prep/embed.h"
 #include "prep/image.h"
 #include "prep/pipeline.h"
+#include "prep/subprocess.h"
 #include "runtime/session.h"
-
-extern char** environ;
 
 namespace ferry::prep {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh private folder under the system temp dir, removed by the destructor.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ferry-embed-XXXXXX").string();
-    if (mkdtemp(tmpl.data())) path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-};
-
-// Runs argv (no shell), stderr passed through; the exit status or -1.
-int RunProcess(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // The decoded image as the embedded model takes it: uint8 [1,] H, W, 3 (a gray image
 // replicated, as the pipeline does for rgb / bgr).
@@ -166,7 +135,7 @@ Result<EmbedCheckResult> CheckEmbedded(const ir::Model& original, const ir::Mode
                         o.python);
     if (o.script.empty() || !fs::is_regular_file(o.script, ec))
       return UsageError("script '{}' not found", o.script);
-    TempDir tmp;
+    TempDir tmp("ferry-embed-");
     if (tmp.path.empty()) return InvalidError("cannot create a temporary folder");
     const fs::path dir(tmp.path);
     FERRY_RETURN_IF_ERROR(ir::SaveModel(original, (dir / "original.onnx").string()));
