@@ -77,15 +77,6 @@ Result<Loaded> Load(const Options& o) {
   return l;
 }
 
-std::string ValueSummary(const Value& v) {
-  if (v.is_tensor())
-    return fmt::format("{}{}", DTypeName(v.tensor().dtype()), ShapeToString(v.tensor().shape()));
-  if (v.is_map()) return fmt::format("map of {}", v.tensor().size());
-  if (v.is_map_sequence()) return fmt::format("sequence of {} maps", v.sequence().size());
-  if (v.is_sequence()) return fmt::format("sequence of {}", v.sequence().size());
-  return "none";
-}
-
 int RunTestData(const Options& o, Loaded& l) {
   fs::path dir(o.test_data);
   std::error_code ec;
@@ -135,7 +126,7 @@ int RunTestData(const Options& o, Loaded& l) {
       if (!o.json)
         fmt::print(
             "{} {:<20} {:<26} max_abs {:.3g} max_rel {:.3g} {}{}\n", set_name, g.outputs[k].name,
-            ValueSummary((*outs)[k]), c.max_abs, c.max_rel, c.ok ? "ok" : "MISMATCH",
+            verify::ValueSummary((*outs)[k]), c.max_abs, c.max_rel, c.ok ? "ok" : "MISMATCH",
             c.problem.empty() ? (c.mismatches ? fmt::format(" ({} elements)", c.mismatches) : "")
                               : " (" + c.problem + ")");
       jouts.push_back({{"name", g.outputs[k].name},
@@ -221,7 +212,7 @@ int RunOnce(const Options& o, Loaded& l) {
   }
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const Value& v = (*outs)[k];
-    nlohmann::json jo = {{"name", g.outputs[k].name}, {"value", ValueSummary(v)}};
+    nlohmann::json jo = {{"name", g.outputs[k].name}, {"value", verify::ValueSummary(v)}};
     if (v.is_tensor()) {
       jo["dtype"] = DTypeName(v.tensor().dtype());
       jo["shape"] = v.tensor().shape();
@@ -248,7 +239,7 @@ int RunOnce(const Options& o, Loaded& l) {
     }
     jouts.push_back(jo);
     if (!o.json)
-      fmt::print("{:<24} {}{}\n{}", g.outputs[k].name, ValueSummary(v),
+      fmt::print("{:<24} {}{}\n{}", g.outputs[k].name, verify::ValueSummary(v),
                  jo.contains("file") ? "  -> " + jo["file"].get<std::string>() : "", decoded);
   }
   if (o.json) std::printf("%s\n", JsonText(nlohmann::json({{"outputs", jouts}}), 2).c_str());

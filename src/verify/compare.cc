@@ -208,14 +208,16 @@ NonFinite CountNonFinite(const Tensor& t) {
   return nf;
 }
 
-namespace {
-
 std::string ValueSummary(const Value& v) {
   if (v.is_tensor())
     return fmt::format("{}{}", DTypeName(v.tensor().dtype()), ShapeToString(v.tensor().shape()));
+  if (v.is_map()) return fmt::format("map of {}", v.tensor().size());
+  if (v.is_map_sequence()) return fmt::format("sequence of {} maps", v.sequence().size());
   if (v.is_sequence()) return fmt::format("sequence of {}", v.sequence().size());
   return "none";
 }
+
+namespace {
 
 void CompareExpectedTensors(const Tensor& got_in, const Tensor& want, double rtol, double atol,
                             ExpectedComparison* c) {

@@ -114,6 +114,10 @@ class ClassifierStats {
   int64_t k_;
 };
 
+// A value's kind and size for messages: "float32[1,10]", "map of 3", "sequence of 2 maps",
+// "sequence of 4", "none".
+std::string ValueSummary(const Value& v);
+
 // NaN and Inf counts of a tensor (0 for non-float dtypes).
 struct NonFinite {
   int64_t nan = 0, inf = 0;
