@@ -72,6 +72,17 @@ bool MatchGeluTanh(const GraphView& g, size_t host, PatternMatch* m) {
   return true;
 }
 
+// fn(i, len, t1, t2) over [0, n) in chunks of kChunk elements (two L1-sized scratch rows),
+// split over the threads above 2^15 elements.
+constexpr int64_t kChunk = 512;
+template <typename Fn>
+void ChunkedPass(int64_t n, const Fn& fn) {
+  ParallelRange(n, 1 << 15, [&](int64_t b, int64_t e) {
+    float t1[kChunk], t2[kChunk];
+    for (int64_t i = b; i < e; i += kChunk) fn(i, std::min(kChunk, e - i), t1, t2);
+  });
+}
+
 Status PrepareGeluTanh(OpContext& ctx, NodeSlot& slot) {
   const bool plain = slot.in_layouts.empty() || slot.in_layouts[0] == Layout::kPlain;
   if (!plain || !ctx.input_is_tensor(0) || ctx.input(0).dtype() != DType::kFloat ||
@@ -94,22 +105,17 @@ void RunGeluTanh(OpContext& ctx, NodeSlot& slot) {
   const auto add = v.binary[static_cast<int>(BinOp::kAdd)];
   const auto vv = static_cast<int>(RowKind::kVV), sv = static_cast<int>(RowKind::kSV);
   const auto tanh = v.unary[static_cast<int>(UnOp::kTanh)];
-  constexpr int64_t kChunk = 512;
-  ParallelRange(n, 1 << 15, [&](int64_t b, int64_t e) {
-    float t1[kChunk], t2[kChunk];
-    for (int64_t i = b; i < e; i += kChunk) {
-      const int64_t len = std::min(kChunk, e - i);
-      const float* xi = x + i;
-      mul[sv](&c1, xi, t1, len);    // a = c1 * x
-      mul[vv](xi, t1, t2, len);     // b = x * a
-      mul[vv](xi, t2, t1, len);     // d = x * b
-      add[vv](xi, t1, t2, len);     // e = x + d
-      mul[sv](&c2, t2, t1, len);    // f = c2 * e
-      tanh(t1, t2, len, 0.f, 0.f);  // t
-      add[sv](&one, t2, t1, len);   // u = one + t
-      mul[sv](&half, t1, t2, len);  // v = half * u
-      mul[vv](xi, t2, y + i, len);  // y = x * v
-    }
+  ChunkedPass(n, [&](int64_t i, int64_t len, float* t1, float* t2) {
+    const float* xi = x + i;
+    mul[sv](&c1, xi, t1, len);    // a = c1 * x
+    mul[vv](xi, t1, t2, len);     // b = x * a
+    mul[vv](xi, t2, t1, len);     // d = x * b
+    add[vv](xi, t1, t2, len);     // e = x + d
+    mul[sv](&c2, t2, t1, len);    // f = c2 * e
+    tanh(t1, t2, len, 0.f, 0.f);  // t
+    add[sv](&one, t2, t1, len);   // u = one + t
+    mul[sv](&half, t1, t2, len);  // v = half * u
+    mul[vv](xi, t2, y + i, len);  // y = x * v
   });
 }
 
@@ -183,18 +189,13 @@ void RunGeluErf(OpContext& ctx, NodeSlot& slot) {
   const auto add = v.binary[static_cast<int>(BinOp::kAdd)];
   const auto vv = static_cast<int>(RowKind::kVV), vs = static_cast<int>(RowKind::kVS);
   const auto erf = v.unary[static_cast<int>(UnOp::kErf)];
-  constexpr int64_t kChunk = 512;
-  ParallelRange(n, 1 << 15, [&](int64_t b, int64_t e) {
-    float t1[kChunk], t2[kChunk];
-    for (int64_t i = b; i < e; i += kChunk) {
-      const int64_t len = std::min(kChunk, e - i);
-      const float* xi = x + i;
-      first[vs](xi, &c, t1, len);      // d = x / c (x * c)
-      erf(t1, t2, len, 0.f, 0.f);      // e = Erf(d)
-      add[vs](t2, &one, t1, len);      // u = e + one
-      mul[vv](xi, t1, t2, len);        // v = x * u
-      mul[vs](t2, &half, y + i, len);  // y = v * half
-    }
+  ChunkedPass(n, [&](int64_t i, int64_t len, float* t1, float* t2) {
+    const float* xi = x + i;
+    first[vs](xi, &c, t1, len);      // d = x / c (x * c)
+    erf(t1, t2, len, 0.f, 0.f);      // e = Erf(d)
+    add[vs](t2, &one, t1, len);      // u = e + one
+    mul[vv](xi, t1, t2, len);        // v = x * u
+    mul[vs](t2, &half, y + i, len);  // y = v * half
   });
 }
 
