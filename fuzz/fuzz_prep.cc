@@ -26,7 +26,7 @@ prep::ImageSpec SpecFor(int index) {
   prep::ImageSpec s;
   s.max_pixels = 1 << 20;
   const int filter = index % prep::kNumFilters;
-  const int rest = index / prep::kNumFilters;  // 0..10
+  const int rest = index / prep::kNumFilters;  // 0..9
   s.exif = rest % 2 ? prep::ExifMode::kIgnore : prep::ExifMode::kApply;
   s.color = rest % 3 == 0   ? prep::Color::kRgb
             : rest % 3 == 1 ? prep::Color::kGray

@@ -34,6 +34,7 @@ CV2_FILTERS = {
     "cv2_linear": "INTER_LINEAR",
     "cv2_cubic": "INTER_CUBIC",
     "cv2_area": "INTER_AREA",
+    "cv2_lanczos4": "INTER_LANCZOS4",
 }
 
 # torchvision.transforms.functional.resize of a uint8 tensor, bilinear: antialias False / True.

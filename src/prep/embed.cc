@@ -9,7 +9,8 @@
 // - every other filter: refused. ONNX Resize (linear / cubic, half_pixel, antialias at opset
 //   18) on float then Round differs from each library in more than 0.1% of the elements
 //   (torchvision_bilinear: 3.8%, cv2_linear: 12.7%; torchvision_bilinear_aa, pil_bilinear: up
-//   to 16 of 255, pil_bicubic: 12); pil_box, pil_lanczos, cv2_area have no Resize mode.
+//   to 16 of 255, pil_bicubic: 12); pil_box, pil_lanczos, cv2_area, cv2_lanczos4 have no
+//   Resize mode.
 // - letterbox (nearest filters): the pipeline's scale and sizes in double, Round, then Pad.
 // - center crop (Slice at torchvision's offsets, Round half to even), channel order (Gather),
 //   float conversion (Cast, Mul, Sub, Div: float32 step by step, as the pipeline rounds),
@@ -49,6 +50,7 @@ std::string FilterRefusal(Filter f) {
     case Filter::kPilBox:
     case Filter::kPilLanczos:
     case Filter::kCv2Area:
+    case Filter::kCv2Lanczos4:
       return "ONNX Resize has no such mode";
   }
   return "not measured";

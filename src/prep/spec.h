@@ -25,7 +25,7 @@ inline constexpr int kNumFilters = 0
 #include "prep/filters.inc"
 #undef FERRY_PREP_FILTER
     ;
-static_assert(kNumFilters == 12, "filters.inc: update kNumFilters' users (README, tests)");
+static_assert(kNumFilters == 13, "filters.inc: update kNumFilters' users (README, tests)");
 
 enum class Library { kPil, kCv2 };
 

@@ -218,6 +218,8 @@ def test_refusals(ferry, work, photos, models):
                                          scale=1 / 255), "torchvision_bilinear cannot be embedded"),
         ("cv2_area", 4, dict(resize={"size": [64, 64], "filter": "cv2_area"}, scale=1 / 255),
          "ONNX Resize has no such mode"),
+        ("cv2_lanczos4", 4, dict(resize={"size": [64, 64], "filter": "cv2_lanczos4"}, scale=1 / 255),
+         "image.resize.filter cv2_lanczos4 cannot be embedded: ONNX Resize has no such mode"),
         ("exif: apply", 4, dict(decode={"exif": "apply"}, resize={"size": [64, 64], "filter": "pil_nearest"},
                                 scale=1 / 255), "image.decode.exif: apply cannot be embedded"),
         ("gray", 4, dict(color="gray", scale=1 / 255), "image.color: gray cannot be embedded"),

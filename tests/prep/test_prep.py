@@ -173,6 +173,55 @@ def test_aspect_sweep(ferry, work, files):
                    f"{bad or 'all within the bar'}")
 
 
+def test_cv2_lanczos4_exact(ferry, work, files):
+    """cv2_lanczos4 reproduces OpenCV's fixed point, so it is held to exact (0 differing
+    elements), beyond the bar: seeded noise (RGB and gray: every tap's weight shows), the
+    photos at the aspect sweep's sizes, sources and targets of 1 to 3 pixels, and sizes where
+    some 11-bit weights differ when `x + 3` is summed in double instead of float (18 -> 227,
+    162 -> 357; on this noise the double sum gives 1 element off at 162 -> 357: OpenCV sums in
+    float)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    noise = {"noise_rgb": rng.integers(0, 256, (97, 131, 3), dtype=np.uint8),
+             "noise_gray": rng.integers(0, 256, (50, 40), dtype=np.uint8),
+             "row18": rng.integers(0, 256, (3, 18, 3), dtype=np.uint8),
+             "col162": rng.integers(0, 256, (162, 2), dtype=np.uint8),
+             "dot": rng.integers(0, 256, (1, 1, 3), dtype=np.uint8)}
+    sizes = {"noise_rgb": [(40, 60), (150, 200), (49, 65), (13, 7), (291, 65), (1, 1), (3, 640),
+                           (97, 131), (98, 130), (2, 900)],
+             "noise_gray": [(40, 60), (150, 200), (7, 3), (1, 40), (50, 1), (333, 17)],
+             "row18": [(3, 227), (1, 227), (9, 18)],
+             "col162": [(357, 2), (357, 5), (81, 1)],
+             "dot": [(1, 1), (5, 7)]}
+    cases = []
+    for name, a in noise.items():
+        path = os.path.join(work, f"lanczos_{name}.png")
+        Image.fromarray(a).save(path)
+        cases.append((path, "gray" if a.ndim == 2 else "rgb", sizes[name]))
+    aspect = [(300, 1000), (700, 90), (399, 601), (401, 599), (200, 300), (108, 162), (600, 900)]
+    cases.append((files["coffee"]["png"], "rgb", aspect))
+    cases.append((files["camera"]["png"], "gray", [(256, 256), (139, 139), (768, 300)]))
+    bad, compared = [], 0
+    for path, color, hw in cases:
+        inputs = [(f"s{H}x{W}", image_spec(color=color, resize={"size": [H, W], "filter": "cv2_lanczos4"}))
+                  for H, W in hw]
+        spec = write_spec(os.path.join(work, "lanczos4.json"), inputs)
+        out = ferry_run(ferry, spec, [path], os.path.join(work, "out_lanczos4"))
+        for n, s in inputs:
+            ours, theirs = np.load(os.path.join(out, n + ".npy")), ref.reference_array(path, s)
+            if ours.shape != theirs.shape:
+                bad.append(f"{os.path.basename(path)} {n}: shape {ours.shape} vs {theirs.shape}")
+                continue
+            compared += ours.size
+            k = int((ours != theirs).sum())
+            if k:
+                bad.append(f"{os.path.basename(path)} {n}: {k} differ, max "
+                           f"{int(np.abs(ours.astype(int) - theirs).max())}")
+    check(not bad, f"cv2_lanczos4 exact vs cv2.resize(INTER_LANCZOS4): {compared} elements, "
+                   f"{bad or '0 differ'}")
+
+
 def test_torchvision_float(ferry, work, files):
     """resize.tensor: float: torchvision's float-tensor path (to_tensor, F.resize of the float
     tensor, Normalize) on every photo and size, both filters, two normalisations: <= 1e-5."""
@@ -653,6 +702,7 @@ def main():
     files = make_photos(a.work, a.skimage_python)
     test_resize_parity(a.ferry, a.work, files)
     test_aspect_sweep(a.ferry, a.work, files)
+    test_cv2_lanczos4_exact(a.ferry, a.work, files)
     test_torchvision_float(a.ferry, a.work, files)
     test_keep_aspect(a.ferry, a.work, files, a.skimage_python)
     test_alpha(a.ferry, a.work, files)
