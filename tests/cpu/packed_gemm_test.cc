@@ -224,6 +224,32 @@ TEST(CpuPackedGemm, NonConstantBAndOverrideKeepOneDnn) {
   Check(b, 2, false, 17);
 }
 
+// One row (a GEMV at batch 1) runs several panels at once (RowPanels): each output must be
+// bit-identical to the same row computed inside a 7-row product, for K over one and several K
+// blocks, panel counts that are and are not multiples of four, with the bias + Relu epilogue.
+TEST(CpuPackedGemm, OneRowBitIdenticalToItsRowInABatch) {
+  if (!ops::cpu::GemmAvx2Supported()) GTEST_SKIP() << "no AVX2+FMA";
+  uint32_t seed = 5100;
+  for (int64_t k : {5, 128, 600})
+    for (int64_t n : {16, 127, 512, 520}) {
+      SCOPED_TRACE("k " + std::to_string(k) + " n " + std::to_string(n));
+      Tensor a = Rand({7, k}, seed++), w = Rand({n, k}, seed++), bias = Rand({n}, seed++);
+      ops::cpu::PackedB pb;
+      pb.Pack(w.data<float>(), k, n, /*trans=*/true);
+      ops::cpu::GemmEpilogue e;
+      e.bias = bias.data<float>();
+      e.bias_cs = 1;
+      e.act = ops::cpu::GemmEpilogue::Act::kRelu;
+      std::vector<float> all(7 * n), one(n);
+      ops::cpu::PackedGemm(a.data<float>(), 7, k, pb, all.data(), e, 1);
+      for (int64_t r = 0; r < 7; ++r) {
+        ops::cpu::PackedGemm(a.data<float>() + r * k, 1, k, pb, one.data(), e, 1 + r % 2);
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(one[j], all[r * n + j]) << "row " << r << " col " << j;
+      }
+    }
+}
+
 // The shared microkernel on its own: rows 1..6, cols 1..16, accumulate or overwrite.
 TEST(CpuPackedGemm, MicrokernelTailsMatchScalar) {
   if (!ops::cpu::GemmAvx2Supported()) GTEST_SKIP() << "no AVX2+FMA";

@@ -43,33 +43,13 @@ FERRY_AVX2 inline __m256i Mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
 }
 
-// The microkernel: R accumulator rows x 16 columns over k steps. A's element (row r, step i)
-// is a[r * ars + i * kAis]: a row-major A (ars = lda, kAis = 1) or a packed 6-row panel
-// (ars = 1, kAis = 6). Only the first `rows` rows and `cols` columns of c are read / written.
-template <int R, int64_t kAis>
-FERRY_AVX2 void Tile(const float* a, int64_t ars, const float* b, int64_t k, float* c, int64_t ldc,
-                     int rows, int cols, bool accumulate, const TileEpi* e) {
-  __m256 lo[R], hi[R];
+// The epilogue (last K block) and the store of a tile's accumulators: rows < R of c.
+template <int R>
+FERRY_AVX2 inline __attribute__((always_inline)) void Finish(__m256* lo, __m256* hi, float* c,
+                                                             int64_t ldc, int rows, int cols,
+                                                             const TileEpi* e) {
   const __m256i m0 = Mask(std::min(cols, 8)), m1 = Mask(std::max(cols - 8, 0));
   const bool full = cols == kNr;
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    lo[r] = hi[r] = _mm256_setzero_ps();
-    if (accumulate && r < rows) {
-      lo[r] = full ? _mm256_loadu_ps(c + r * ldc) : _mm256_maskload_ps(c + r * ldc, m0);
-      hi[r] = full ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_maskload_ps(c + r * ldc + 8, m1);
-    }
-  }
-#pragma GCC unroll 4
-  for (int64_t i = 0; i < k; ++i) {
-    const __m256 b0 = _mm256_loadu_ps(b + i * kNr), b1 = _mm256_loadu_ps(b + i * kNr + 8);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r * ars + i * kAis);
-      lo[r] = _mm256_fmadd_ps(av, b0, lo[r]);
-      hi[r] = _mm256_fmadd_ps(av, b1, hi[r]);
-    }
-  }
   if (e) {
     const __m256 vlo = _mm256_set1_ps(e->lo), vhi = _mm256_set1_ps(e->hi);
 #pragma GCC unroll 6
@@ -114,6 +94,65 @@ FERRY_AVX2 void Tile(const float* a, int64_t ars, const float* b, int64_t k, flo
   }
 }
 
+// The microkernel: R accumulator rows x 16 columns over k steps. A's element (row r, step i)
+// is a[r * ars + i * kAis]: a row-major A (ars = lda, kAis = 1) or a packed 6-row panel
+// (ars = 1, kAis = 6). Only the first `rows` rows and `cols` columns of c are read / written.
+template <int R, int64_t kAis>
+FERRY_AVX2 void Tile(const float* a, int64_t ars, const float* b, int64_t k, float* c, int64_t ldc,
+                     int rows, int cols, bool accumulate, const TileEpi* e) {
+  __m256 lo[R], hi[R];
+  const __m256i m0 = Mask(std::min(cols, 8)), m1 = Mask(std::max(cols - 8, 0));
+  const bool full = cols == kNr;
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    lo[r] = hi[r] = _mm256_setzero_ps();
+    if (accumulate && r < rows) {
+      lo[r] = full ? _mm256_loadu_ps(c + r * ldc) : _mm256_maskload_ps(c + r * ldc, m0);
+      hi[r] = full ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_maskload_ps(c + r * ldc + 8, m1);
+    }
+  }
+#pragma GCC unroll 4
+  for (int64_t i = 0; i < k; ++i) {
+    const __m256 b0 = _mm256_loadu_ps(b + i * kNr), b1 = _mm256_loadu_ps(b + i * kNr + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * ars + i * kAis);
+      lo[r] = _mm256_fmadd_ps(av, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(av, b1, hi[r]);
+    }
+  }
+  Finish<R>(lo, hi, c, ldc, rows, cols, e);
+}
+
+// One row of A against P panels at once (a GEMV at batch 1): P independent accumulator pairs
+// instead of one dependent FMA chain. a steps by kAis; panel q's B is b + q * pstride; each
+// output sums in Tile's order, so its bits equal Tile's.
+template <int P, int64_t kAis>
+FERRY_AVX2 void RowPanels(const float* a, const float* b, int64_t pstride, int64_t k, float* c,
+                          const int* cols, bool accumulate, const TileEpi* e) {
+  __m256 lo[P], hi[P];
+#pragma GCC unroll 4
+  for (int q = 0; q < P; ++q) {
+    lo[q] = hi[q] = _mm256_setzero_ps();
+    if (accumulate) {
+      lo[q] = _mm256_maskload_ps(c + q * kNr, Mask(std::min(cols[q], 8)));
+      hi[q] = _mm256_maskload_ps(c + q * kNr + 8, Mask(std::max(cols[q] - 8, 0)));
+    }
+  }
+#pragma GCC unroll 2
+  for (int64_t i = 0; i < k; ++i) {
+    const __m256 av = _mm256_broadcast_ss(a + i * kAis);
+#pragma GCC unroll 4
+    for (int q = 0; q < P; ++q) {
+      lo[q] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + q * pstride + i * kNr), lo[q]);
+      hi[q] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b + q * pstride + i * kNr + 8), hi[q]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < P; ++q)
+    Finish<1>(&lo[q], &hi[q], c + q * kNr, 0, 1, cols[q], e ? &e[q] : nullptr);
+}
+
 // Packs rows [r0, r0 + 6) x columns [0, k) of A (row stride lda, m rows) into ap[i * 6 + r]
 // (rows past m are zero).
 void PackATile(const float* a, int64_t m, int64_t lda, int64_t k, int64_t r0, float* ap) {
@@ -124,6 +163,41 @@ void PackATile(const float* a, int64_t m, int64_t lda, int64_t k, int64_t r0, fl
       for (int64_t i = 0; i < k; ++i) ap[i * kMr + r] = src[i];
     else
       for (int64_t i = 0; i < k; ++i) ap[i * kMr + r] = 0.f;
+  }
+}
+
+constexpr int kRowPanels = 4;
+
+// The epilogue of the tile at row r0, panel p: the offsets into bias and residual.
+inline TileEpi MakeEpi(const GemmEpilogue& e, int64_t r0, int64_t p, int64_t n) {
+  TileEpi te;
+  te.bias = e.bias ? e.bias + r0 * e.bias_rs + p * kNr * e.bias_cs : nullptr;
+  te.bias_rs = e.bias_rs;
+  te.bias_cs = e.bias_cs;
+  te.res = e.residual ? e.residual + r0 * n + p * kNr : nullptr;
+  te.ldr = n;
+  te.act = e.act;
+  te.lo = e.lo;
+  te.hi = e.hi;
+  return te;
+}
+
+// Tile over a packed 6-row panel of A, instantiated for the rows the tile has.
+FERRY_AVX2 inline void PanelTile(int rows, const float* ap, const float* bp, int64_t kc, float* c,
+                                 int64_t ldc, int cols, bool accumulate, const TileEpi* e) {
+  switch (rows) {
+    case 1:
+      return Tile<1, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+    case 2:
+      return Tile<2, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+    case 3:
+      return Tile<3, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+    case 4:
+      return Tile<4, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+    case 5:
+      return Tile<5, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+    default:
+      return Tile<kMr, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
   }
 }
 
@@ -155,27 +229,31 @@ void Block(const float* a, int64_t m, int64_t lda, const PackedB& b, float* y,
     const bool last = k0 + kc == k;
     for (int64_t t = t0; t < t1; ++t)
       PackATile(a + k0, m, lda, kc, t * kMr, ap + (t - t0) * kc * kMr);
-    for (int64_t p = p0; p < p1; ++p) {
+    int64_t p = p0;
+    if (t1 - t0 == 1 && m - t0 * kMr == 1) {
+      // One row (a GEMV at batch 1): four panels at a time.
+      for (; p + kRowPanels <= p1; p += kRowPanels) {
+        int cols[kRowPanels];
+        TileEpi te[kRowPanels];
+        for (int q = 0; q < kRowPanels; ++q) {
+          cols[q] = static_cast<int>(std::min<int64_t>(kNr, n - (p + q) * kNr));
+          te[q] = MakeEpi(e, t0 * kMr, p + q, n);
+        }
+        RowPanels<kRowPanels, kMr>(ap, b.data() + (p * k + k0) * kNr, k * kNr, kc,
+                                   y + t0 * kMr * n + p * kNr, cols, k0 > 0, last ? te : nullptr);
+      }
+    }
+    for (; p < p1; ++p) {
       const float* bp = b.data() + (p * k + k0) * kNr;
       const int cols = static_cast<int>(std::min<int64_t>(kNr, n - p * kNr));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t r0 = t * kMr;
         const int rows = static_cast<int>(std::min<int64_t>(kMr, m - r0));
-        TileEpi te;
-        const TileEpi* tep = nullptr;
-        if (last) {
-          te.bias = e.bias ? e.bias + r0 * e.bias_rs + p * kNr * e.bias_cs : nullptr;
-          te.bias_rs = e.bias_rs;
-          te.bias_cs = e.bias_cs;
-          te.res = e.residual ? e.residual + r0 * n + p * kNr : nullptr;
-          te.ldr = n;
-          te.act = e.act;
-          te.lo = e.lo;
-          te.hi = e.hi;
-          tep = &te;
-        }
-        Tile<kMr, kMr>(ap + (t - t0) * kc * kMr, 1, bp, kc, y + r0 * n + p * kNr, n, rows, cols,
-                       k0 > 0, tep);
+        const TileEpi te = MakeEpi(e, r0, p, n);
+        // A short last tile (m % 6 rows, or m < 6) runs only its rows' FMAs: Tile<6> on one
+        // row did six times the arithmetic of the product.
+        PanelTile(rows, ap + (t - t0) * kc * kMr, bp, kc, y + r0 * n + p * kNr, n, cols, k0 > 0,
+                  last ? &te : nullptr);
       }
     }
   }
