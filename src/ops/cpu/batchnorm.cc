@@ -47,7 +47,7 @@ Status PrepareBn(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<BnState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     FERRY_RETURN_IF_ERROR(ReferenceDeclare(ctx, slot, 5).status());
     auto fresh = std::make_unique<BnState>();
@@ -310,7 +310,7 @@ Status PrepareConcatBn(OpContext& ctx, NodeSlot& slot) {
     if (ctx.input(i).size() != c) return decline();
   if (NumElements(y) == 0) return decline();
   auto* st = static_cast<ConcatBnState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     auto fresh = std::make_unique<ConcatBnState>();
     fresh->key = key;

@@ -64,7 +64,7 @@ Status PrepareConcat(OpContext& ctx, NodeSlot& slot) {
     if (li != Layout::kPlain) layout = li;
   }
   auto* st = static_cast<ConcatState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key) || st->dtype != dt) {
     FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, n));
     auto fresh = std::make_unique<ConcatState>();

@@ -349,7 +349,7 @@ Status PrepareQGemmCpu(OpContext& ctx, NodeSlot& slot) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i) && i < slot.in_layouts.size() && slot.in_layouts[i] != Layout::kPlain)
       return Decline(slot);
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   auto* st = static_cast<QGemmState*>(slot.state.get());
   if (!st || !(st->key == key)) {
     auto fresh = std::make_unique<QGemmState>();

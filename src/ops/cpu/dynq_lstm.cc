@@ -84,7 +84,7 @@ Status PrepareDqLstm(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<DqLstmState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     auto s = std::make_unique<DqLstmState>();
     s->key = std::move(key);

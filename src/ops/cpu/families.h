@@ -17,6 +17,8 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot);
 void RunConv2d(OpContext& ctx, NodeSlot& slot);
 Status PrepareConv1d(OpContext& ctx, NodeSlot& slot);
 void RunConv1d(OpContext& ctx, NodeSlot& slot);
+// How many 1-D convs with short outputs ran on the own GEMM path (conv1d.cc; tests).
+uint64_t OwnConv1dRuns();
 // A 2-D Conv over a column ([N,C,H,1] plain, kernel width 1, no W pads): conv1d.cc runs it as a
 // row. HasConv1dState: the slot holds conv1d.cc's state (RunConv dispatches on it).
 bool IsColumnConv(const OpContext& ctx, const NodeSlot& slot);
@@ -155,6 +157,16 @@ struct StateKey {
            fusion.sum == o.fusion.sum;
   }
 };
-StateKey MakeKey(const OpContext& ctx, const NodeSlot& slot);
+// The node's current key, read in place: a prepare runs at every step and compares before it
+// builds, so the comparison copies nothing (the copies were most of a small node's prepare:
+// silero-vad's If bodies); a state being built converts it into the StateKey it keeps. Holds
+// references: use it within the prepare that made it.
+struct KeyProbe {
+  const OpContext& ctx;
+  const NodeSlot& slot;
+  operator StateKey() const;
+};
+bool operator==(const StateKey& k, const KeyProbe& p);
+KeyProbe MakeKey(const OpContext& ctx, const NodeSlot& slot);
 
 }  // namespace ferry::ops::cpu

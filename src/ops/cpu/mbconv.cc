@@ -321,7 +321,7 @@ Status PrepareMbConv(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<MbState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     const Tensor &x = ctx.input(0), &w1 = ctx.input(1), &wd = ctx.input(3), &w2 = ctx.input(5);
     auto fresh = std::make_unique<MbState>();

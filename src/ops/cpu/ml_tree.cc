@@ -202,7 +202,7 @@ Status PrepareTree(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<TreeKernelState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 1));
     auto fresh = std::make_unique<TreeKernelState>();

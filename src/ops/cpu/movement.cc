@@ -331,7 +331,7 @@ Status PrepareSlice(OpContext& ctx, NodeSlot& slot) {
     args.push_back(static_cast<int64_t>(v->size()));
     args.insert(args.end(), v->begin(), v->end());
   }
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (auto* old = dynamic_cast<CopyState*>(slot.state.get());
       old && old->memo && old->key == key && old->args == args) {
     ctx.set_output(0, ctx.input(0).dtype(), old->out_shape);
@@ -441,7 +441,7 @@ bool PrepareLastAxisPad(OpContext& ctx, NodeSlot& slot, const std::vector<int64_
     if (pads[a] != 0 || pads[a + r] != 0) return false;
   const int64_t begin = pads[r - 1], end = pads[2 * r - 1], w = x.dim(r - 1);
   if (begin < 0 || end < 0 || (mode != "constant" && w <= 0)) return false;
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   std::vector<std::byte> value;
   if (ctx.opset() >= 11 && ctx.has_input(2)) {
     const auto* v = static_cast<const std::byte*>(ctx.input(2).raw());

@@ -337,7 +337,7 @@ Status PrepareWindowPool(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<PoolState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, 1));
     PoolWindow w;
@@ -606,7 +606,7 @@ Status PreparePadAvgPool(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<PoolState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     auto p = [&](size_t i) { return static_cast<int64_t>(slot.params[i]); };
     PoolWindow w;

@@ -128,14 +128,34 @@ Result<std::vector<OpContext::Declared>> ReferenceDeclare(const OpContext& ctx,
   return ref.declared();
 }
 
-StateKey MakeKey(const OpContext& ctx, const NodeSlot& slot) {
+KeyProbe::operator StateKey() const {
   StateKey k;
+  k.shapes.reserve(ctx.num_inputs());
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     k.shapes.push_back(ctx.input_is_tensor(i) ? ctx.input(i).shape() : Shape{-1});
   k.layouts = slot.in_layouts;
   k.nhwc_ok = slot.nhwc_ok;
   k.fusion = slot.fusion;
   return k;
+}
+
+bool operator==(const StateKey& k, const KeyProbe& p) {
+  if (k.shapes.size() != p.ctx.num_inputs()) return false;
+  for (size_t i = 0; i < k.shapes.size(); ++i) {
+    const Shape& want = k.shapes[i];
+    if (p.ctx.input_is_tensor(i)) {
+      if (want != p.ctx.input(i).shape()) return false;
+    } else if (want.size() != 1 || want[0] != -1) {
+      return false;
+    }
+  }
+  const Fusion& f = p.slot.fusion;
+  return k.layouts == p.slot.in_layouts && k.nhwc_ok == p.slot.nhwc_ok && k.fusion.act == f.act &&
+         k.fusion.lo == f.lo && k.fusion.hi == f.hi && k.fusion.sum == f.sum;
+}
+
+KeyProbe MakeKey(const OpContext& ctx, const NodeSlot& slot) {
+  return KeyProbe{ctx, slot};
 }
 
 bool ChannelsLastNative() {

@@ -254,7 +254,7 @@ Status PrepareQConv(OpContext& ctx, NodeSlot& slot) {
   const DType yt = tensor(7) ? ctx.input(7).dtype() : DType::kUint8;
   if (yt != DType::kUint8 && yt != DType::kInt8) return Decline(slot);
   const Shape out_shape = {n, oc, oh, ow};
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   auto* st = static_cast<QConvState*>(slot.state.get());
   if (!st || !(st->key == key)) {
     slot.state.reset();
@@ -794,7 +794,7 @@ Status PrepareQMaxPool(OpContext& ctx, NodeSlot& slot) {
   if (oh < 1 || ow < 1 || x.dim(2) + pt + pb < kh || x.dim(3) + pl + pr < kw) return Decline(slot);
   const Shape out_shape = {x.dim(0), x.dim(1), oh, ow};
   const Layout ol = !slot.nhwc_ok.empty() && slot.nhwc_ok[0] ? Layout::kNhwc : Layout::kPlain;
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   auto* st = static_cast<QPoolState*>(slot.state.get());
   if (!st || !(st->key == key)) {
     auto fresh = std::make_unique<QPoolState>();

@@ -189,7 +189,7 @@ Status PrepareOwnQLinearConv(OpContext& ctx, NodeSlot& slot) {
     return DeclineOwn(slot);
   const Layout l = slot.in_layouts.empty() ? Layout::kPlain : slot.in_layouts[0];
   if (l != Layout::kPlain && l != Layout::kNhwc) return DeclineOwn(slot);
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (auto* st = dynamic_cast<OwnQConvState*>(slot.state.get()); st && st->key == key) {
     slot.out_layouts.assign(1, st->nhwc_out ? Layout::kNhwc : Layout::kPlain);
     ctx.set_output(0, decl[0].dtype, decl[0].shape);
@@ -285,7 +285,7 @@ Status PrepareConvInteger(OpContext& ctx, NodeSlot& slot) {
       (ctx.has_input(3) && !ConstInput(slot, 3)) || node.attr_int("group", 1) != 1 ||
       node.attr_string("auto_pad", "NOTSET") != "NOTSET" || l != Layout::kPlain)
     return DeclineOwn(slot);
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (auto* st = dynamic_cast<OwnQConvState*>(slot.state.get()); st && st->key == key) {
     slot.out_layouts.assign(1, Layout::kPlain);
     ctx.set_output(0, DType::kInt32, decl[0].shape);

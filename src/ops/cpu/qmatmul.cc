@@ -317,7 +317,7 @@ QState* PrepareInt8MatMul(OpContext& ctx, NodeSlot& slot, size_t ai, size_t bi, 
       !Int8(ctx.input(ai).dtype()) || !Int8(ctx.input(bi).dtype()))
     return nullptr;
   auto* st = static_cast<QState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (st && st->key == key && st->isa == isa) return st;
   auto fresh = std::make_unique<QState>();
   fresh->key = std::move(key);

@@ -93,7 +93,7 @@ Status PrepareResize(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<ResizeState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   std::vector<double> params = ParamValues(ctx);
   if (!st || !(st->key == key) || st->params != params) {
     FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, ctx.num_inputs()));

@@ -815,7 +815,7 @@ Status Prepare(OpContext& ctx, NodeSlot& slot, bool lstm) {
     return Status::Ok();
   }
   auto* st = static_cast<RnnState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   const Isa isa = CurrentIsa();
   if (!st || !(st->key == key) || st->isa != isa) {
     FERRY_ASSIGN_OR_RETURN(auto decl, ReferenceDeclare(ctx, slot, n_in));

@@ -355,7 +355,7 @@ Status PrepareStemPool(OpContext& ctx, NodeSlot& slot) {
     return Status::Ok();
   }
   auto* st = static_cast<StemPoolState*>(slot.state.get());
-  StateKey key = MakeKey(ctx, slot);
+  const KeyProbe key = MakeKey(ctx, slot);
   if (!st || !(st->key == key)) {
     const Tensor &x = ctx.input(0), &w = ctx.input(1);
     auto fresh = std::make_unique<StemPoolState>();
