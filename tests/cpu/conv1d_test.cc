@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "cpu/cpu_harness.h"
+#include "ops/cpu/families.h"
+#include "ops/cpu/gemm_avx2.h"
 
 namespace ferry::cpu_test {
 namespace {
@@ -41,7 +43,10 @@ void Check(const Case& c, uint32_t seed) {
   const auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
   EXPECT_EQ(ProviderOfOp(report, "Conv"), "cpu") << "len " << c.len << " k " << c.ks;
   if (c.post != PostOp::kNone || c.residual) {
-    EXPECT_EQ(ProviderOfOp(report, c.residual ? "Add" : "Relu"), "fused");
+    EXPECT_EQ(ProviderOfOp(report, c.residual                ? "Add"
+                                   : c.post == PostOp::kClip ? "Clip"
+                                                             : "Relu"),
+              "fused");
   }
 }
 
@@ -57,6 +62,28 @@ TEST(CpuConv1d, MatchesReferenceOnAwkwardShapes) {
   };
   uint32_t seed = 10;
   for (const Case& c : cases) Check(c, seed += 7);
+}
+
+// Short outputs (N * Lo <= 16) run on the own GEMM path (im2col rows x W^T): silero-vad's
+// STFT (1 -> 258 channels, k 256, stride 128, 4 positions) and encoder shapes, pads, strides,
+// dilation, a batch of 2, no bias, Relu and Clip fused.
+TEST(CpuConv1d, ShortOutputsOnTheOwnGemmMatchReference) {
+  const Case cases[] = {
+      {1, 1, 258, 640, 256, 128, 1, 0, 0, 1, false, PostOp::kNone, false},  // STFT, Lo 4
+      {1, 129, 128, 4, 3, 1, 1, 1, 1, 1, true, PostOp::kRelu, false},       // encoder 0
+      {1, 128, 64, 4, 3, 2, 1, 1, 1, 1, true, PostOp::kClip, false},        // stride 2, Clip
+      {2, 5, 17, 9, 3, 2, 2, 2, 1, 1, false, PostOp::kNone, false},         // dilated, batch 2
+      {1, 7, 3, 1, 1, 1, 1, 0, 0, 1, true, PostOp::kNone, false},           // one sample
+      {4, 3, 33, 6, 5, 3, 1, 2, 3, 1, true, PostOp::kRelu, false},          // 4 x 3 rows
+  };
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    const uint64_t before = ops::cpu::OwnConv1dRuns();
+    Check(c, seed += 7);
+    if (ops::cpu::GemmAvx2Supported()) {
+      EXPECT_EQ(ops::cpu::OwnConv1dRuns() - before, 2u) << "len " << c.len << " k " << c.ks;
+    }
+  }
 }
 
 // Without kernel_shape (taken from W) and with SAME_UPPER padding.
