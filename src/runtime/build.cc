@@ -138,6 +138,7 @@ Status GraphExecutor::Build(const std::set<std::string>& outer, const ConstValue
   }
   PlanLiveness(reads);
   PlanCpu(reads);
+  PlanPinned();
   // Subgraphs last: they may take this graph's constants, folded ones included.
   FERRY_RETURN_IF_ERROR(BuildSubgraphs(visible, producer));
   for (Step& st : steps_)
@@ -257,6 +258,20 @@ void GraphExecutor::PlanLiveness(const std::vector<std::vector<std::string>>& re
   for (size_t id = 0; id < names_.size(); ++id)
     if (last[id] >= 0 && !is_output_[id])
       steps_[static_cast<size_t>(last[id])].frees.push_back(static_cast<int>(id));
+}
+
+void GraphExecutor::PlanPinned() {
+  pinned_.assign(names_.size(), false);
+  std::vector<bool> fed(names_.size(), false);  // written by the caller at every run
+  for (int id : input_ids_) fed[U(id)] = true;
+  for (const auto& [id, name] : outer_) fed[U(id)] = true;
+  for (const auto& [id, v] : constants_)
+    if (!fed[U(id)] && !is_output_[U(id)]) pinned_[U(id)] = true;
+  for (const Step& st : steps_)
+    if (st.constant && st.outputs.size() == 1 && st.outputs[0] >= 0 &&
+        !is_output_[U(st.outputs[0])] && !fed[U(st.outputs[0])])
+      pinned_[U(st.outputs[0])] = true;
+  for (Step& st : steps_) std::erase_if(st.frees, [&](int id) { return pinned_[U(id)]; });
 }
 
 }  // namespace ferry::runtime

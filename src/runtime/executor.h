@@ -219,6 +219,8 @@ class GraphExecutor {
   Status BuildSubgraphs(const std::set<std::string>& visible,
                         const std::unordered_map<std::string, size_t>& producer);
   void PlanLiveness(const std::vector<std::vector<std::string>>& reads);
+  // After PlanCpu: the values kept in ExecState::values across runs (`pinned_`).
+  void PlanPinned();
   // The arena layout planned for `sig`, or null; Publish keeps the first one planned.
   std::shared_ptr<const ArenaLayout> FindPlan(const std::string& sig) const;
   std::shared_ptr<const ArenaLayout> PublishPlan(const std::string& sig, ArenaLayout layout) const;
@@ -242,6 +244,12 @@ class GraphExecutor {
   void ResolveOuter(const GraphExecutor& parent);
   std::vector<Step> steps_;
   std::vector<bool> is_output_;
+  // Per value: the same tensor every run, set once in a context's frame and kept there between
+  // runs (never freed by a step, never cleared at the end of a run): initializers that are not
+  // also graph inputs, and Constant / folded-at-create steps' outputs. Copying each into the
+  // frame at every run (a shape vector allocated and freed per value) was a tenth of
+  // silero-vad's time per chunk: its If branches hold ~150 constants.
+  std::vector<bool> pinned_;
   std::vector<bool> nhwc_ok_;  // per value: every reader is a cpu kernel that takes channels-last
   // per value: its only reader is a Concat (no graph output, no subgraph read), so its producer
   // may write it in its place in the Concat's output (the arena plan decides)
@@ -274,7 +282,9 @@ struct StepState {
 // One run context's state for one graph. Used by one run at a time.
 struct ExecState {
   std::vector<StepState> steps;
-  std::vector<Value> values;  // the frame's values during a run (all empty between runs)
+  // The frame's values during a run; between runs only the pinned ones are set
+  // (GraphExecutor::pinned_).
+  std::vector<Value> values;
   // The input dtypes and shapes of the last run (its signature, `last_sig`, made only when
   // they change).
   std::vector<std::pair<DType, Shape>> last_inputs;

@@ -126,14 +126,17 @@ Status GraphExecutor::Run(ExecState& state, const RunEnv& env, const Frame* pare
                           const RunOptions* opts) const {
   state.values.resize(names_.size());
   Frame frame{this, state.values, parent};
-  // Every value is released when the run ends, whichever way it ends.
+  // Every value but the pinned ones is released when the run ends, whichever way it ends.
   struct Clear {
     std::vector<Value>& v;
+    const std::vector<bool>& pinned;
     ~Clear() {
-      for (Value& x : v) x = Value();
+      for (size_t i = 0; i < v.size(); ++i)
+        if (!pinned[i]) v[i] = Value();
     }
-  } clear{state.values};
-  for (const auto& [id, v] : constants_) frame.values[U(id)] = v;
+  } clear{state.values, pinned_};
+  for (const auto& [id, v] : constants_)
+    if (!pinned_[U(id)] || frame.values[U(id)].is_none()) frame.values[U(id)] = v;
   for (size_t i = 0; i < input_ids_.size() && i < inputs.size(); ++i)
     frame.values[U(input_ids_[i])] = inputs[i];
   for (size_t k = 0; k < outer_.size(); ++k) {

@@ -136,7 +136,11 @@ bool StepRunner::FastPath(size_t s) {
     return true;
   }
   if (e_.is_output_[U(st.outputs[0])]) return false;
-  val(st.outputs[0]) = Value(*st.constant);  // shared
+  Value& out = val(st.outputs[0]);
+  // Pinned (kept from the last run) unless an unfused run left the reference kernel's copy.
+  if (!out.is_tensor() || out.tensor().raw() != st.constant->raw() ||
+      out.tensor().shape() != st.constant->shape() || out.tensor().dtype() != st.constant->dtype())
+    out = Value(*st.constant);  // shared
   layouts_[U(st.outputs[0])] = Layout::kPlain;
   ss.provider = st.built ? "cpu (folded at create)" : "cpu";
   return true;
