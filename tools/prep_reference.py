@@ -59,7 +59,11 @@ def target_size(h, w, resize):
         return resize["size"][0], resize["size"][1]
     n, m = resize.get("shorter_side"), resize.get("longer_side")
     short, long = (w, h) if w <= h else (h, w)
-    if n:
+    if resize.get("round") == "half_even":
+        # PaddleClas's ResizeImage(resize_short=n): percent = n / short, each side round()ed.
+        percent = float(n) / short
+        new_short, new_long = int(round(short * percent)), int(round(long * percent))
+    elif n:
         new_short, new_long = n, int(n * long / short)
         if m and new_long > m:
             new_short, new_long = int(m * new_short / new_long), m
@@ -120,6 +124,15 @@ def decode_cv2(path, image_spec):
     if image_spec["color"] == "gray":
         return cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def crop_offsets(h, w, crop):
+    """torchvision's CenterCrop offsets, int(round((size - crop) / 2)); crop.round: floor:
+    (size - crop) // 2 (PaddleClas's CropImage)."""
+    ch, cw = crop["center"]
+    if crop.get("round") == "floor":
+        return (h - ch) // 2, (w - cw) // 2
+    return int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0))
 
 
 def letterbox_size(h, w, resize):
@@ -207,8 +220,7 @@ def pixels(path, image_spec):
         h, w = arr.shape[:2]
         if ch > h or cw > w:
             raise SystemExit(f"prep_reference: crop {ch}x{cw} larger than {h}x{w} ({path})")
-        top = int(round((h - ch) / 2.0))
-        left = int(round((w - cw) / 2.0))
+        top, left = crop_offsets(h, w, crop)
         arr = arr[top : top + ch, left : left + cw]
     return np.ascontiguousarray(arr)
 
@@ -233,8 +245,7 @@ def float_tensor_array(path, image_spec):
     crop = image_spec.get("crop")
     if crop:
         ch, cw = crop["center"]
-        top = int(round((x.shape[0] - ch) / 2.0))
-        left = int(round((x.shape[1] - cw) / 2.0))
+        top, left = crop_offsets(x.shape[0], x.shape[1], crop)
         x = x[top : top + ch, left : left + cw]
     if image_spec["color"] == "bgr":
         x = x[:, :, ::-1]

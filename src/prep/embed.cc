@@ -210,6 +210,11 @@ Status Embeddable(const InputSpec& in) {
         s.resize->line_height ? "height"
         : s.resize->min_side  ? "min_side"
                               : "max_side");
+  if (s.resize && s.resize->round_half_even)
+    return UnsupportedError(
+        "{}: image.resize.round: half_even cannot be embedded: not written as ONNX shape "
+        "arithmetic yet",
+        key);
   if (s.resize && s.resize->top_left)
     return UnsupportedError(
         "{}: image.resize.fit: letterbox_top_left cannot be embedded: not written as ONNX yet",
@@ -390,16 +395,18 @@ Result<EmbedResult> EmbedSpec(ir::Model& model, const Spec& spec, const EmbedOpt
       }
     }
     if (s.crop_height) {
+      const char* rounding = s.crop_floor ? "Floor" : "Round";  // crop.round
       auto offset = [&](const std::string& size, int64_t crop) {
         std::string d = b.Cast(b.Op("Sub", {size, b.I64(crop)}), DType::kDouble);
-        return b.Vec1(b.Cast(b.Op("Round", {b.Op("Div", {d, b.F64(2.0)})}), DType::kInt64));
+        return b.Vec1(b.Cast(b.Op(rounding, {b.Op("Div", {d, b.F64(2.0)})}), DType::kInt64));
       };
       std::string starts =
           b.Op("Concat", {offset(h, s.crop_height), offset(w, s.crop_width)}, IntAttr("axis", 0));
       std::string ends = b.Op("Add", {starts, b.I64s({s.crop_height, s.crop_width})});
       x = b.Op("Slice", {x, starts, ends, b.I64s({1, 2})});
-      info.steps.push_back(fmt::format("center crop [{}, {}]: Slice at round((size - crop) / 2)",
-                                       s.crop_height, s.crop_width));
+      info.steps.push_back(fmt::format("center crop [{}, {}]: Slice at {}((size - crop) / 2)",
+                                       s.crop_height, s.crop_width,
+                                       s.crop_floor ? "floor" : "round"));
     }
     if (s.color == Color::kBgr) {
       x = b.Op("Gather", {x, b.I64s({2, 1, 0})}, IntAttr("axis", 3));

@@ -20,10 +20,17 @@ namespace {
 
 // torchvision's _compute_resized_output_size(image_size, [shorter], max_size=longer) as (H, W)
 // (spec.h ResizeSpec): Python's int() of true divisions, which double reproduces exactly.
-std::pair<int64_t, int64_t> KeepAspect(int64_t h, int64_t w, int64_t shorter, int64_t longer) {
+// half_even (shorter alone): PaddleClas's ResizeImage: percent = N / short, each side
+// round(side * percent), Python's round (ties to even: nearbyint in the default mode).
+std::pair<int64_t, int64_t> KeepAspect(int64_t h, int64_t w, int64_t shorter, int64_t longer,
+                                       bool half_even) {
   const int64_t short_side = w <= h ? w : h, long_side = w <= h ? h : w;
   int64_t new_short, new_long;
-  if (shorter > 0) {
+  if (half_even) {
+    const double percent = static_cast<double>(shorter) / static_cast<double>(short_side);
+    new_short = static_cast<int64_t>(std::nearbyint(static_cast<double>(short_side) * percent));
+    new_long = static_cast<int64_t>(std::nearbyint(static_cast<double>(long_side) * percent));
+  } else if (shorter > 0) {
     new_short = shorter;
     new_long = static_cast<int64_t>(static_cast<double>(shorter * long_side) /
                                     static_cast<double>(short_side));
@@ -163,8 +170,8 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
               std::nearbyint(static_cast<double>(static_cast<int64_t>(iw * ratio)) / m)) *
           rs.multiple_of;
     } else if (spec.resize->keep_aspect()) {
-      auto hw =
-          KeepAspect(img->height, img->width, spec.resize->shorter_side, spec.resize->longer_side);
+      auto hw = KeepAspect(img->height, img->width, spec.resize->shorter_side,
+                           spec.resize->longer_side, spec.resize->round_half_even);
       h = hw.first;
       w = hw.second;
     }
@@ -202,9 +209,11 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
     if (spec.crop_height > cur_h || spec.crop_width > cur_w)
       return InvalidError("{}: crop.center [{}, {}] is larger than the image ({}x{} after resize)",
                           what, spec.crop_height, spec.crop_width, cur_h, cur_w);
-    // torchvision's CenterCrop: int(round((size - crop) / 2.0)), Python's ties-to-even round.
-    top = RoundHalfEven(cur_h - spec.crop_height);
-    left = RoundHalfEven(cur_w - spec.crop_width);
+    // torchvision's CenterCrop: int(round((size - crop) / 2.0)), Python's ties-to-even round;
+    // crop.round: floor: (size - crop) // 2.
+    top =
+        spec.crop_floor ? (cur_h - spec.crop_height) / 2 : RoundHalfEven(cur_h - spec.crop_height);
+    left = spec.crop_floor ? (cur_w - spec.crop_width) / 2 : RoundHalfEven(cur_w - spec.crop_width);
     oh = spec.crop_height;
     ow = spec.crop_width;
   }

