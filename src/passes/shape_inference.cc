@@ -8,6 +8,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "ir/onnx_io.h"
 #include "passes/graph_util.h"
@@ -65,6 +67,78 @@ bool ConvInputsSane(const onnx::GraphProto& g,
   return true;
 }
 
+// libonnx 1.12's data propagation for Shape-15 (start/end) reads its input's type without
+// looking: a Shape reading a value that no inference typed (a custom op's output, the output of
+// a node whose inference failed) was SIGSEGV (issue 19's black-box campaign: Concat with axis
+// 65536, then Shape, at opset 17). Every such input gets a placeholder value_info (a tensor of
+// unknown element type, no shape) in the graph that produces it; inference refines it, and
+// those it leaves untouched are dropped again by DropPlaceholders. Shape nodes inside model-local
+// functions cannot be given one (functions have no value_info): false, no data propagation then.
+using Scopes = std::vector<onnx::GraphProto*>;
+
+bool AddShapePlaceholders(onnx::GraphProto* g, Scopes scopes, std::set<std::string>* added) {
+  scopes.push_back(g);
+  for (auto& n : *g->mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g() && !AddShapePlaceholders(a.mutable_g(), scopes, added)) return false;
+      for (auto& sg : *a.mutable_graphs())
+        if (!AddShapePlaceholders(&sg, scopes, added)) return false;
+    }
+  const auto declares = [](const onnx::GraphProto& s, const std::string& name) {
+    for (const auto& v : s.input())
+      if (v.name() == name) return true;
+    for (const auto& v : s.value_info())
+      if (v.name() == name) return true;
+    for (const auto& v : s.output())
+      if (v.name() == name && v.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) return true;
+    for (const auto& t : s.initializer())
+      if (t.name() == name) return true;
+    return false;
+  };
+  const auto produces = [](const onnx::GraphProto& s, const std::string& name) {
+    for (const auto& n : s.node())
+      for (const auto& o : n.output())
+        if (o == name) return true;
+    return false;
+  };
+  for (const auto& n : g->node()) {
+    if (n.op_type() != "Shape" || (n.domain() != "" && n.domain() != "ai.onnx") ||
+        n.input_size() < 1 || n.input(0).empty())
+      continue;
+    const std::string& name = n.input(0);
+    for (auto s = scopes.rbegin(); s != scopes.rend(); ++s) {
+      if (declares(**s, name)) break;
+      if (produces(**s, name)) {
+        onnx::ValueInfoProto* v = (*s)->add_value_info();
+        v->set_name(name);
+        v->mutable_type()->mutable_tensor_type();
+        added->insert(name);
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+bool FunctionsHaveShape(const onnx::ModelProto& proto) {
+  for (const auto& f : proto.functions())
+    for (const auto& n : f.node())
+      if (n.op_type() == "Shape") return true;
+  return false;
+}
+
+// Removes from the main graph's value_info the placeholders inference left without an element
+// type.
+void DropPlaceholders(onnx::GraphProto* g, const std::set<std::string>& added) {
+  auto* vi = g->mutable_value_info();
+  for (int i = vi->size() - 1; i >= 0; --i) {
+    const onnx::ValueInfoProto& v = vi->Get(i);
+    if (added.count(v.name()) && v.type().has_tensor_type() &&
+        v.type().tensor_type().elem_type() == 0)
+      vi->DeleteSubrange(i, 1);
+  }
+}
+
 class ShapeInference final : public Pass {
  public:
   std::string_view name() const override { return "shape_inference"; }
@@ -79,16 +153,20 @@ class ShapeInference final : public Pass {
     std::map<std::string, std::pair<int, int>> types;
     CollectTypes(proto.graph(), &types);
     if (!ConvInputsSane(proto.graph(), types)) return 0;
+    std::set<std::string> placeholders;
+    const bool propagate = !FunctionsHaveShape(proto) &&
+                           AddShapePlaceholders(proto.mutable_graph(), {}, &placeholders);
     try {
       // check_type: a node whose inputs are not of the types its schema takes (an optional or a
       // sequence where a tensor is expected) is skipped, not inferred (MaxUnpool's inference
       // read a tensor type from an optional one: SIGSEGV).
       onnx::ShapeInferenceOptions options{/*check_type=*/true, /*error_mode=*/0,
-                                          /*enable_data_propagation=*/true};
+                                          /*enable_data_propagation=*/propagate};
       onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
     } catch (const std::exception&) {
       return 0;  // inference is advisory: passes that need shapes simply do not apply
     }
+    DropPlaceholders(proto.mutable_graph(), placeholders);
     // Convert the inferred ValueInfoProtos through the importer: a model whose inputs they are.
     onnx::ModelProto carrier;
     carrier.set_ir_version(proto.ir_version());

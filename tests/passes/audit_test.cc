@@ -63,6 +63,21 @@ TEST(Audit, TargetsGroupTheUnsupportedNodes) {
             std::string::npos);
 }
 
+// A Shape at opset 17 reading a custom op's output: libonnx 1.12's data propagation for Shape-15
+// read the untyped input and crashed (SIGSEGV in audit, optimize and convert; issue 19's
+// black-box campaign: fuzz/corpus/audit_inspect/shape15-untyped-input-libonnx-segv.onnx).
+TEST(Audit, ShapeOfAnUntypedValueAtOpset17) {
+  auto m = CustomModel();
+  m->opset_imports[0].version = 17;
+  m->graph.nodes.push_back(testing::MakeNode("Shape", {"z"}, {"s"}));
+  m->graph.outputs.push_back(testing::FloatValue("s", std::vector<ir::Dim>{}));
+  m->graph.outputs.back().type.elem_type = DType::kInt64;
+  m->graph.outputs.back().type.shape.reset();
+  auto r = Audit(*m, "custom_shape.onnx", AuditOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->custom_domains.at("com.acme"), 1);
+}
+
 TEST(Audit, ProvidersOfAPlannableModel) {
   auto m = testing::ClassifierModel();
   AuditOptions o;
