@@ -186,6 +186,27 @@ def main():
     expect_error(args, "optimize: a Loop that never ends fails the check, naming the node", 3,
                  ["endless", "100000 iterations"], "optimize", endless, "-o", W("e.onnx"))
     check(not os.path.exists(W("e.onnx")), "optimize (endless loop): nothing written")
+    # A Loop whose trip count (2^31 - 1) times its scan output's bytes passes the budget: refused
+    # in its first iteration (it used to gather scan outputs until killed: issue 19's black-box
+    # campaign, tools/fuzz_campaign.py; fuzz/corpus/passes/loop-scan-trip-2p31-budget.onnx).
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Identity", ["x"], ["s"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [2])])
+    g = helper.make_graph(
+        [helper.make_node("Loop", ["M", "cond"], ["ys"], name="gather", body=body)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array((1 << 31) - 1, np.int64), "M"),
+         numpy_helper.from_array(np.array(True), "cond")])
+    gather = save(g, W("loop_gather.onnx"))
+    np.save(W("x2.npy"), np.ones(2, np.float32))
+    expect_error(args, "run: a Loop of 2^31 - 1 trips over a scan output", 3,
+                 ["Loop 'gather'", "2147483647 iterations", "16.0 GiB", "memory budget"], "run",
+                 gather, "--input", "x=" + W("x2.npy"), "--max-memory", "1G")
     e = expand_bomb(args.work)
     expect_error(args, "run: Expand to [2^40, 4]", 3, ["Expand 'expand_bomb'", "memory budget"],
                  "run", e, "--input", "x=" + W("x14.npy"))

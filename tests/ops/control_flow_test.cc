@@ -102,6 +102,25 @@ TEST(ControlFlow, LoopCarriesAndStacksScanOutputs) {
   EXPECT_EQ(Floats(r.value()[2].tensor()), (std::vector<float>{5, 6, 5, 6, 5, 6}));
 }
 
+// A trip count of 2^40 over a scan output of 2 floats implies 8 TiB of stacked output: refused
+// in the first iteration with the budget's error (it used to gather until killed: issue 19's
+// black-box campaign, tools/fuzz_campaign.py).
+TEST(ControlFlow, LoopScanOutputsPastTheMemoryBudgetAreRefused) {
+  ir::Node n = MakeNode("Loop", {"M", ""}, {"xs"});
+  AddGraphAttr(&n, "body",
+               IdentityGraph({"i", "cond_in"}, {{"cond_out", "cond_in"}, {"s_x", "x"}},
+                             {"cond_out", "s_x"}));
+  auto r = RunModel(std::move(n),
+                    {{"M", Value(Tensor::FromVector<int64_t>({int64_t{1} << 40}, {}))},
+                     {"x", Value(Tensor::FromVector<float>({5, 6}, {2}))}},
+                    16);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalid);
+  for (const char* part :
+       {"Loop 'Loop_xs'", "1099511627776 iterations", "float32 [2]", "8.0 TiB", "memory budget"})
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
+}
+
 TEST(ControlFlow, LoopZeroTripsReturnsInitialValues) {
   ir::Node n = MakeNode("Loop", {"M", "", "v0"}, {"v"});
   AddGraphAttr(&n, "body",

@@ -1,7 +1,10 @@
 // Reference kernels: If, Loop, Scan. Their bodies are subgraphs run through
 // ctx.subgraph(...); outputs depend on what the bodies compute, so run allocates them.
 #include <cstring>
+#include <limits>
+#include <memory>
 
+#include "core/memory_budget.h"
 #include "ops/reference/common.h"
 
 namespace ferry::ops {
@@ -147,6 +150,40 @@ Status PrepareLoop(OpContext& ctx) {
   return Status::Ok();
 }
 
+// A Loop's scan outputs are stacked when it ends: with a trip count M, M iterations of what this
+// one produced must fit the memory budget (so a trip count of 2^31 over a scan output is refused
+// in its first iteration, not after minutes of gathering); without M, what has been gathered so
+// far must. Outputs from index `first` of `outs` are the scan outputs; `*gathered` adds this
+// iteration's bytes. kInvalid naming the node, the first scan output's shape and the bytes.
+Status CheckScanBudget(const OpContext& ctx, const std::vector<Value>& outs, size_t first,
+                       int64_t iter, uint64_t* gathered) {
+  uint64_t step = 0;
+  for (size_t j = first; j < outs.size(); ++j)
+    if (outs[j].is_tensor()) step += outs[j].tensor().nbytes();
+  *gathered += step;
+  const std::shared_ptr<MemoryBudget>& budget = MemoryBudget::Current();
+  if (!budget) return Status::Ok();
+  uint64_t need = *gathered;
+  int64_t trips = iter + 1;
+  if (ctx.has_input(0)) {
+    trips = ctx.input(0).data<int64_t>()[0];
+    if (__builtin_mul_overflow(step, static_cast<uint64_t>(trips), &need))
+      need = std::numeric_limits<uint64_t>::max();
+  }
+  if (need <= budget->limit()) return Status::Ok();
+  std::string what = "a sequence";
+  if (outs[first].is_tensor())
+    what = fmt::format("{} {}", DTypeName(outs[first].tensor().dtype()),
+                       ShapeToString(outs[first].tensor().shape()));
+  return InvalidError(
+      "{}: {} iterations of scan outputs taking {} each (scan output 0: {}) need {}, over the "
+      "memory budget ({} limit; --max-memory / SessionOptions::max_memory)",
+      ctx.node().Describe(), trips, FormatBytes(step), what,
+      need == std::numeric_limits<uint64_t>::max() ? std::string("more than 2^64 bytes")
+                                                   : FormatBytes(need),
+      FormatBytes(budget->limit()));
+}
+
 void RunLoop(OpContext& ctx) {
   SubgraphRunner* body = ctx.subgraph("body");
   size_t n = ctx.num_inputs() - 2, k = ctx.num_outputs() - n;
@@ -155,6 +192,7 @@ void RunLoop(OpContext& ctx) {
   std::vector<Value> carried(n);
   for (size_t i = 0; i < n; ++i) carried[i] = ctx.input_value(2 + i);
   std::vector<std::vector<Value>> scans(k);
+  uint64_t gathered = 0;  // bytes of the scan outputs so far
   int64_t iter = 0;
   const int64_t limit = ctx.max_loop_iterations();
   for (; iter < max_trips && cond; ++iter) {
@@ -176,6 +214,10 @@ void RunLoop(OpContext& ctx) {
                                    ctx.node().Describe(), iter));
     cond = outs[0].tensor().data<bool>()[0];
     for (size_t i = 0; i < n; ++i) carried[i] = std::move(outs[1 + i]);
+    if (k > 0) {
+      Status st = CheckScanBudget(ctx, outs, 1 + n, iter, &gathered);
+      if (!st.ok()) return ctx.fail(st);
+    }
     for (size_t j = 0; j < k; ++j) scans[j].push_back(std::move(outs[1 + n + j]));
   }
   for (size_t i = 0; i < n; ++i) EmitValue(ctx, i, carried[i]);
