@@ -67,6 +67,30 @@ bool ConvInputsSane(const onnx::GraphProto& g,
   return true;
 }
 
+// libonnx 1.12's LayerNormalization inference sets the Mean / InvStdDev dims from axis + rank on
+// without checking that it is not negative: axis -372 with two or three outputs was SIGSEGV
+// (issue 19's black-box campaign). Where the input's declared rank does not show axis + rank >= 0,
+// the copy given to inference loses those outputs (their types stay uninferred).
+void DropUncheckedLayerNormOutputs(google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes,
+                                   const std::map<std::string, std::pair<int, int>>& types) {
+  for (auto& n : *nodes) {
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) DropUncheckedLayerNormOutputs(a.mutable_g()->mutable_node(), types);
+      for (auto& sg : *a.mutable_graphs()) DropUncheckedLayerNormOutputs(sg.mutable_node(), types);
+    }
+    if (n.op_type() != "LayerNormalization" || (n.domain() != "" && n.domain() != "ai.onnx") ||
+        n.output_size() < 2 || n.input_size() < 1)
+      continue;
+    int64_t axis = -1;
+    for (const auto& a : n.attribute())
+      if (a.name() == "axis") axis = a.i();
+    if (axis >= 0) continue;
+    auto x = types.find(n.input(0));
+    if (x != types.end() && axis + x->second.first >= 0) continue;
+    while (n.output_size() > 1) n.mutable_output()->RemoveLast();
+  }
+}
+
 // libonnx 1.12's data propagation for Shape-15 (start/end) reads its input's type without
 // looking: a Shape reading a value that no inference typed (a custom op's output, the output of
 // a node whose inference failed) was SIGSEGV (issue 19's black-box campaign: Concat with axis
@@ -156,6 +180,10 @@ class ShapeInference final : public Pass {
     std::set<std::string> placeholders;
     const bool propagate = !FunctionsHaveShape(proto) &&
                            AddShapePlaceholders(proto.mutable_graph(), {}, &placeholders);
+    // After the placeholders: a Shape reading a dropped output still has one.
+    DropUncheckedLayerNormOutputs(proto.mutable_graph()->mutable_node(), types);
+    for (auto& f : *proto.mutable_functions())
+      DropUncheckedLayerNormOutputs(f.mutable_node(), types);
     try {
       // check_type: a node whose inputs are not of the types its schema takes (an optional or a
       // sequence where a tensor is expected) is skipped, not inferred (MaxUnpool's inference
