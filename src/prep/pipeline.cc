@@ -80,8 +80,8 @@ Image ToGray(const Image& rgb, Library library) {
   return out;
 }
 
-Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
-                               const std::string& what) {
+Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded, const std::string& what,
+                               double batch_wh_ratio) {
   const Image* img = &decoded;
   Image tmp;
   // resize.tensor: float: the resized image as unrounded floats (interleaved, img's channels).
@@ -147,8 +147,10 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
       h = rs.line_height;
       w = static_cast<int64_t>(rs.width_ceil ? std::ceil(x) : std::floor(x));
       if (spec.pad_grow) {
-        // rapidocr: the box is int(N * max(W / N, w / h)) wide; the line is capped at it.
-        const double box_ratio = std::max(static_cast<double>(spec.pad_width) / H, iw / ih);
+        // rapidocr: the box is int(N * max(W / N, w / h)) wide (w / h: the batch's widest with
+        // grow: batch); the line is capped at it.
+        const double box_ratio =
+            std::max({static_cast<double>(spec.pad_width) / H, iw / ih, batch_wh_ratio});
         pad_w = static_cast<int64_t>(std::floor(H * box_ratio));
         w = std::min(w, pad_w);
       } else if (rs.max_width > 0 && w > rs.max_width) {
@@ -294,11 +296,11 @@ Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
 }
 
 Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what,
-                          ImageInfo* info) {
+                          ImageInfo* info, double batch_wh_ratio) {
   const DecodeOptions o = DecodeOptionsFor(spec);
   FERRY_ASSIGN_OR_RETURN(Image img, DecodeImage(bytes, o, what));
   if (info) *info = {img.height, img.width};
-  return PreprocessImage(spec, img, what);
+  return PreprocessImage(spec, img, what, batch_wh_ratio);
 }
 
 Result<PrepTiming> TimePreprocess(const ImageSpec& spec, std::string_view bytes,
@@ -392,12 +394,29 @@ Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,
     }
     return out;
   }
+  // pad.grow: batch: the widest w / h among the files (decoded as that input decodes them), as
+  // rapidocr's max_wh_ratio over its batch (w * 1.0 / h in double).
+  std::vector<double> batch_ratio(spec.inputs.size(), 0.0);
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const InputSpec& in = spec.inputs[i];
+    if (in.is_table() || in.is_text() || !in.image.pad_grow_batch) continue;
+    for (const auto& path : paths) {
+      FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
+      FERRY_ASSIGN_OR_RETURN(Image img, DecodeImage(bytes, DecodeOptionsFor(in.image), path));
+      batch_ratio[i] = std::max(batch_ratio[i],
+                                static_cast<double>(img.width) / static_cast<double>(img.height));
+    }
+  }
   std::vector<std::vector<Tensor>> per_input(spec.inputs.size());
   for (const auto& path : paths) {
     FERRY_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
-      FERRY_ASSIGN_OR_RETURN(Tensor t, PreprocessInput(spec.inputs[i], bytes, path));
-      per_input[i].push_back(std::move(t));
+      const InputSpec& in = spec.inputs[i];
+      Result<Tensor> t = in.image.pad_grow_batch && !in.is_table() && !in.is_text()
+                             ? Preprocess(in.image, bytes, path, nullptr, batch_ratio[i])
+                             : PreprocessInput(in, bytes, path);
+      if (!t.ok()) return t.status();
+      per_input[i].push_back(std::move(*t));
     }
   }
   std::vector<NamedTensor> out;

@@ -21,12 +21,14 @@ namespace ferry::prep {
 struct ImageInfo {
   int64_t height = 0, width = 0;  // the decoded image (after EXIF orientation), before resizing
 };
+// batch_wh_ratio (pad.grow: batch): the widest w / h of the image's batch, which its box
+// grows to (0: the image's own, as pad.grow: true); PreprocessFiles passes it.
 Result<Tensor> Preprocess(const ImageSpec& spec, std::string_view bytes, const std::string& what,
-                          ImageInfo* info = nullptr);
+                          ImageInfo* info = nullptr, double batch_wh_ratio = 0);
 
 // The steps after decoding (exposed for tests): colour, resize, crop, to the output tensor.
-Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded,
-                               const std::string& what);
+Result<Tensor> PreprocessImage(const ImageSpec& spec, const Image& decoded, const std::string& what,
+                               double batch_wh_ratio = 0);
 
 // Gray from RGB as the library computes it (ITU-R 601-2 luma in fixed point): Pillow's
 // convert("L") (19595, 38470, 7471 >> 16) or OpenCV 5's cvtColor(RGB2GRAY) (9798, 19235, 3735
@@ -52,7 +54,8 @@ Result<Tensor> PreprocessFile(const InputSpec& in, const std::string& path,
 Tensor StackRows(const std::vector<Tensor>& tensors);
 
 // Every file through every input of the spec, stacked on the batch axis: one tensor per input
-// (tables: each file's rows, concatenated).
+// (tables: each file's rows, concatenated). The files are one batch (pad.grow: batch: every
+// box as wide as the widest line among them needs).
 // kInvalid when a file fails, or when the images' tensors differ in shape (use a fixed size or
 // a crop), or when an input without a batch axis gets more than one file.
 Result<std::vector<NamedTensor>> PreprocessFiles(const Spec& spec,

@@ -720,7 +720,10 @@ class Parser {
       std::string ppath = path + ".pad";
       FERRY_ASSIGN_OR_RETURN(Map pm, Open(*pd, ppath, {"to", "align", "value", "grow"}));
       if (auto* gr = Optional(pm, "grow")) {
-        FERRY_ASSIGN_OR_RETURN(s.pad_grow, Bool(*gr, ppath + ".grow"));
+        FERRY_ASSIGN_OR_RETURN(std::string v,
+                               Choice(*gr, ppath + ".grow", {"false", "true", "batch"}));
+        s.pad_grow = v != "false";
+        s.pad_grow_batch = v == "batch";
         if (s.pad_grow && !(s.resize && s.resize->line_height))
           return Error(gr->line, ppath + ".grow", "only with resize.height");
       }
@@ -922,7 +925,7 @@ std::string SpecToJson(const Spec& spec) {
     if (s.pad_height)
       im["pad"] = {
           {"to", {s.pad_height, s.pad_width}},
-          {"grow", s.pad_grow},
+          {"grow", s.pad_grow_batch ? nlohmann::json("batch") : nlohmann::json(s.pad_grow)},
           {"align", "top_left"},
           {"value", s.dtype == DType::kUint8 ? nlohmann::json(static_cast<int64_t>(s.pad_value))
                                              : nlohmann::json(s.pad_value)}};

@@ -130,6 +130,10 @@ struct ImageSpec {
   // (rapidocr's max_wh_ratio for one line), and the resize width is capped at that width
   // instead of width.max.
   bool pad_grow = false;
+  // pad.grow: batch (pad_grow is set too): the box is as wide as the batch's widest line needs,
+  // int(N * max(W / N, max over the batch of w / h)) (rapidocr's max_wh_ratio per batch); the
+  // batch is the files of one PreprocessFiles call (one image alone: as pad.grow: true).
+  bool pad_grow_batch = false;
   Layout layout = Layout::kChw;
   bool batch = true;  // a leading batch axis
   DType dtype = DType::kFloat;

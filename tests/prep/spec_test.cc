@@ -605,6 +605,36 @@ TEST(PrepPipeline, PadGrowWidensTheBox) {
             "spec.yaml:6: inputs[0].image.pad.grow: only with resize.height");
 }
 
+TEST(PrepPipeline, PadGrowBatchTakesTheBatchRatio) {
+  // grow: batch: a 10x25 line in a batch whose widest is 10x100 gets the 480 box; its own
+  // resize stays ceil(48 * 2.5) = 120 columns, the rest padding. Round trip through the JSON.
+  auto spec = ParseSpec(Minimal("      resize: {height: 48, filter: cv2_nearest}\n"
+                                "      pad: {to: [48, 320], value: -1, grow: batch}\n"),
+                        "s.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const ImageSpec& s = spec->inputs[0].image;
+  EXPECT_TRUE(s.pad_grow);
+  EXPECT_TRUE(s.pad_grow_batch);
+  Image narrow_img(10, 25, 3);
+  std::fill(narrow_img.pixels.begin(), narrow_img.pixels.end(), uint8_t{7});
+  auto alone = PreprocessImage(s, narrow_img, "img");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->shape(), (Shape{1, 3, 48, 320}));
+  auto in_batch = PreprocessImage(s, narrow_img, "img", 100.0 / 10.0);
+  ASSERT_TRUE(in_batch.ok()) << in_batch.status().message();
+  ASSERT_EQ(in_batch->shape(), (Shape{1, 3, 48, 480}));
+  const float* d = in_batch->data<float>();
+  EXPECT_EQ(d[119], 7.0f);   // the line's last column
+  EXPECT_EQ(d[120], -1.0f);  // padding
+  EXPECT_EQ(d[479], -1.0f);
+  auto again = ParseSpec(SpecToJson(*spec), "again.json");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->inputs[0].image.pad_grow_batch);
+  EXPECT_EQ(ErrorOf(Minimal("      resize: {height: 48, filter: cv2_nearest}\n"
+                            "      pad: {to: [48, 320], grow: lines}\n")),
+            "spec.yaml:7: inputs[0].image.pad.grow: expected false|true|batch, got 'lines'");
+}
+
 TEST(PrepPipeline, LineResizeAndPad) {
   // 10x25 RGB: height 48 -> width ceil(48 * 2.5) = 120; padded to [48, 320] with the value.
   Image img(10, 25, 3);

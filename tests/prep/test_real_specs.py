@@ -277,6 +277,79 @@ def ppocr_rec_case(args, cache, work, images, model, pkg, top, module, cls_name)
             shown.append("exit %d: %s" % (r.returncode, r.stderr.strip()[-200:]))
     check(same == len(fit), "%s: ferry run --prep CTC strings equal to the package's "
           "CTCLabelDecode on ONNX Runtime: %d/%d (%s)" % (model, same, len(fit), "; ".join(shown)))
+    ppocr_rec_batches(args, work, fit, model, pkg, top, module, spec, rec, decode, sess)
+
+
+def ppocr_rec_batches(args, work, lines, model, pkg, top, module, spec, rec, decode, sess):
+    """The package's own TextRecognizer.__call__ (a stand-in self: its batch size 6, box
+    [3, 48, 320], CTCLabelDecode, a session that records each batch and runs ONNX Runtime): the
+    lines sorted by w / h, 6 to a batch, each batch's box as wide as its widest line needs
+    (max_wh_ratio). Ferry: pad.grow: batch, `ferry prep run` of each batch's files in the
+    package's order; tensors equal to the recorded batches; Ferry's runtime on them, its scores
+    through the same __call__ (the package's postprocessing and reordering): strings equal."""
+    import cv2
+    batched = os.path.join(work, model + "_batch.yaml")
+    with open(spec) as f:
+        text = f.read()
+    with open(batched, "w") as f:
+        f.write(text.replace("grow: true", "grow: batch"))
+    imgs = [cv2.imread(p) for p in lines]
+    recorded, replay = [], []
+
+    def session(x):
+        if replay:
+            out = [replay.pop(0)]
+        else:
+            recorded.append(x)
+            out = sess.run(None, {"x": x})
+        return out if pkg == "rapidocr-onnxruntime" else out[0]
+    fake = Obj(rec_batch_num=6, rec_image_shape=[3, 48, 320], session=session,
+               postprocess_op=decode, cfg=Obj(lang_type="ch", font_path=None))
+    fake.resize_norm_img = lambda img, r: rec.resize_norm_img(fake, img, r)
+    if pkg == "rapidocr":
+        typings = wheel_module(fetch.pkg_dir(args.cache, pkg), top,
+                               module.rsplit(".", 1)[0] + ".typings")
+
+        def call():
+            return list(rec.__call__(fake, typings.TextRecInput(img=imgs)).txts)
+    else:
+        def call():
+            return [t for t, _ in rec.__call__(fake, imgs)[0]]
+    want = call()
+    # The package's order: np.argsort of w / h, then batches of 6.
+    order = np.argsort(np.array([im.shape[1] / float(im.shape[0]) for im in imgs]))
+    worst, bad, ours = 0.0, [], []
+    for k, x in enumerate(recorded):
+        files = [lines[i] for i in order[6 * k:6 * k + 6]]
+        out = os.path.join(work, "prep_batch")
+        shutil.rmtree(out, ignore_errors=True)
+        r = ferry(args, "prep", "run", batched, *files, "-o", out)
+        got = np.load(os.path.join(out, "x.npy")) if r.returncode == 0 else None
+        c = compare(got, x)
+        if c is None:
+            bad.append("batch %d: %s vs %s %s" % (k, None if got is None else got.shape, x.shape,
+                                                 r.stderr.strip()[-200:]))
+            continue
+        worst = max(worst, c[0])
+        scores = os.path.join(work, "run_batch")
+        shutil.rmtree(scores, ignore_errors=True)
+        rr = ferry(args, "run", fetch.model_path(args.cache, model), "--input",
+                   "x=" + os.path.join(out, "x.npy"), "--output-dir", scores)
+        npy = [f for f in os.listdir(scores) if f.endswith(".npy")] if rr.returncode == 0 else []
+        ours.append(np.load(os.path.join(scores, npy[0])) if npy else None)
+    check(not bad and len(recorded) > 1 and worst == 0,
+          "%s batches (pad.grow: batch): %d batches of the package's __call__ (boxes %s), "
+          "tensors max abs diff %g %s" % (model, len(recorded), [x.shape[3] for x in recorded],
+                                          worst, bad or ""))
+    got = None
+    if ours and all(o is not None for o in ours):
+        replay.extend(ours)
+        got = call()
+    same = sum(g == w for g, w in zip(got or [], want))
+    check(got == want, "%s batches: Ferry's runtime on Ferry's batches, through the package's "
+          "__call__ postprocessing: %d/%d strings equal to ONNX Runtime's (%s)" % (
+              model, same, len(want), "; ".join(
+                  "%r/%r" % (g, w) for g, w in zip(got or [], want) if g != w) or "all"))
 
 
 def ppocr_cls_case(args, cache, work, images):
