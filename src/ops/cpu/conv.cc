@@ -57,6 +57,17 @@ struct ConvState : KernelState {
   const void* packed_from = nullptr;
   bool has_bias = false;
   size_t sum_index = 0;
+  // The fused Add's other operand is one value per output channel (or one value): it joins the
+  // bias (`bias_sum`, refilled at every prepare) instead of being added as a residual. Paddle2onnx
+  // writes every conv's bias as such an Add ([1, K, 1, 1]): 75 in PP-OCRv6 det, each a pass over
+  // the conv's output (42 ms of its 355 per run), and a GELU after it could not fuse.
+  bool bias_from_sum = false;
+  std::vector<float> bias_sum;
+  // The residual the run adds (a fused sum that did not join the bias), and the bias it adds.
+  bool Residual(const NodeSlot& slot) const { return fused && slot.fusion.sum && !bias_from_sum; }
+  const float* Bias(const OpContext& ctx) const {
+    return bias_from_sum ? bias_sum.data() : has_bias ? ctx.input(2).data<float>() : nullptr;
+  }
   std::unique_ptr<WinogradConv> wino;    // set: Winograd instead of the oneDNN primitive
   std::unique_ptr<ConvGemm> gemm;        // set: the own im2col GEMM instead
   std::unique_ptr<DwConv> dw;            // set: the own depthwise kernel instead
@@ -117,6 +128,16 @@ Status PrepareConv(OpContext& ctx, NodeSlot& slot) {
   if (ColumnAsRow() && IsColumnConv(ctx, slot)) return PrepareConv1d(ctx, slot);
   if (HasConv1dState(slot)) slot.state.reset();
   return PrepareConv2d(ctx, slot);
+}
+
+// Whether r broadcasts to y [N, K, ...] as one value per channel (or one value): its dims,
+// aligned to y's from the right, are 1 but for y's channel axis, which is K or 1.
+bool PerChannel(const Shape& r, const Shape& y) {
+  if (r.size() > y.size() || y.size() < 2) return false;
+  const size_t off = y.size() - r.size();
+  for (size_t i = 0; i < r.size(); ++i)
+    if (r[i] != 1 && !(i + off == 1 && r[i] == y[1])) return false;
+  return true;
 }
 
 void RunConv(OpContext& ctx, NodeSlot& slot) {
@@ -182,9 +203,17 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     fresh->has_bias = ctx.has_input(2);
     memory::desc bias_md =
         fresh->has_bias ? memory::desc({w.dim(0)}, memory::data_type::f32, tag::a) : memory::desc();
-    // Fusion: sum needs a residual of the output's exact shape.
-    const Fusion& f = slot.fusion;
-    bool fuse = f.any() && f.act != Fusion::Act::kGelu;  // GELU: MatMul only
+    // Fusion: sum needs a residual of the output's exact shape, or one that joins the bias.
+    Fusion f = slot.fusion;
+    const size_t last_in = ctx.num_inputs() - 1;
+    if (f.sum && last_in >= 2 && ctx.input_is_tensor(last_in) &&
+        ctx.input(last_in).dtype() == DType::kFloat && PerChannel(ctx.input(last_in).shape(), y)) {
+      fresh->bias_from_sum = true;
+      fresh->sum_index = last_in;
+      f.sum = false;
+      bias_md = memory::desc({w.dim(0)}, memory::data_type::f32, tag::a);
+    }
+    bool fuse = f.any() || fresh->bias_from_sum;
     if (f.sum) {
       fresh->sum_index = ctx.num_inputs() - 1;
       if (!ctx.input_is_tensor(fresh->sum_index) ||
@@ -195,6 +224,8 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     dnnl::primitive_attr attr;
     if (fuse) attr.set_post_ops(MakePostOps(f));
     fresh->fused = fuse;
+    // A fused GELU (erf) is oneDNN's gelu_erf post-op: the own kernels below take none.
+    const bool own_ok = !(fuse && f.act == Fusion::Act::kGelu);
     const bool nhwc_ok = !slot.nhwc_ok.empty() && slot.nhwc_ok[0];
     const Layout res_layout = fuse && f.sum && slot.in_layouts.size() > fresh->sum_index
                                   ? slot.in_layouts[fresh->sum_index]
@@ -203,7 +234,7 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     // reads W where it is (before the pointwise GEMM below, which would pack a copy for one
     // pixel). Any layout of an [N, C, 1, 1] value is stored as plain. A fused residual stays on
     // oneDNN.
-    const bool gemv = group == 1 && x.dim(2) == 1 && x.dim(3) == 1 && w.dim(2) == 1 &&
+    const bool gemv = own_ok && group == 1 && x.dim(2) == 1 && x.dim(3) == 1 && w.dim(2) == 1 &&
                       w.dim(3) == 1 && y[2] == 1 && y[3] == 1 && x.dim(0) >= 1 &&
                       x.dim(0) <= kGemvMaxRows && x.dim(1) > 0 && w.dim(0) > 0 && pl[0] == 0 &&
                       pl[1] == 0 && GemmAvx2Supported() && !(fuse && f.sum) && ConvGemvWanted();
@@ -211,14 +242,16 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     // override) says so; 1x1, stride 1, no pads: the own GEMM on small images (PointwiseGemm).
     const bool unit = ss[0] == 1 && ss[1] == 1 && dd[0] == 0 && dd[1] == 0 && x.dim(0) > 0 &&
                       x.dim(1) > 0 && w.dim(0) > 0 && y[2] > 0 && y[3] > 0;
-    const bool k3 = group == 1 && w.dim(2) == 3 && w.dim(3) == 3 && unit && WinogradSupported();
+    const bool k3 =
+        own_ok && group == 1 && w.dim(2) == 3 && w.dim(3) == 3 && unit && WinogradSupported();
     // A 1x1 conv the own GEMM (small images) or the pointwise kernel (large ones) may take: NHWC
     // in, out and residual only (ConvGemm's other layouts go through scalar loops, which cost
     // more than oneDNN's whole convolution: MnasNet's last conv, plain out, 0.30 -> 1.07 ms;
     // RegNet's, nChw8c in, 0.29 -> 0.34).
-    const bool pointwise = group == 1 && w.dim(2) == 1 && w.dim(3) == 1 && unit && pl[0] == 0 &&
-                           pl[1] == 0 && pr[0] == 0 && pr[1] == 0 && in_layout == Layout::kNhwc &&
-                           nhwc_ok && (!fuse || !f.sum || res_layout == Layout::kNhwc);
+    const bool pointwise = own_ok && group == 1 && w.dim(2) == 1 && w.dim(3) == 1 && unit &&
+                           pl[0] == 0 && pl[1] == 0 && pr[0] == 0 && pr[1] == 0 &&
+                           in_layout == Layout::kNhwc && nhwc_ok &&
+                           (!fuse || !f.sum || res_layout == Layout::kNhwc);
     const bool k1 = !gemv && pointwise && ConvGemmSupported();
     if (k3 || k1) {
       WinogradShape ws;
@@ -300,7 +333,7 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     win.pad_l = pl[1];
     // A first layer (few channels, plain image in, NHWC out): the own kernel reads the rows in
     // place.
-    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && group == 1 &&
+    if (own_ok && !fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && group == 1 &&
         in_layout == Layout::kPlain && nhwc_ok && dd[0] == 0 && dd[1] == 0) {
       StemShape sh;
       static_cast<DwShape&>(sh) = win;
@@ -312,7 +345,7 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
       }
     }
     // Depthwise, dilation 1: the own kernel where DwConvWanted says so.
-    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem &&
+    if (own_ok && !fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem &&
         group == x.dim(1) && w.dim(0) == group && w.dim(1) == 1 && dd[0] == 0 && dd[1] == 0 &&
         DwConvWanted(win, fuse ? f : Fusion{})) {
       fresh->wino_act = false;
@@ -323,8 +356,8 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     // Grouped, not depthwise, its input and output channels-last.
     const bool grouped_nhwc_in = group > 1 && w.dim(1) > 1 && in_layout == Layout::kNhwc && nhwc_ok;
     // Grouped 3x3 with 4 / 8 / 16 channels per group on NHWC: the own kernel (GroupedWanted).
-    if (!fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem && !fresh->dw &&
-        grouped_nhwc_in && dd[0] == 0 && dd[1] == 0 &&
+    if (own_ok && !fresh->wino && !fresh->gemm && !fresh->gemv && !fresh->pw && !fresh->stem &&
+        !fresh->dw && grouped_nhwc_in && dd[0] == 0 && dd[1] == 0 &&
         (!fuse || !f.sum || res_layout == Layout::kNhwc) && GroupedWanted(win, group, w.dim(0))) {
       fresh->wino_act = false;
       fresh->out_layout = Layout::kNhwc;
@@ -399,12 +432,22 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     }
     st->packed_from = w_const ? wptr : nullptr;
   }
+  if (st->bias_from_sum) {
+    // bias + the per-channel operand, refilled at every prepare (either may be computed).
+    const Tensor& r = ctx.input(st->sum_index);
+    const float* rv = r.data<float>();
+    const int64_t k = st->out_shape[1];
+    st->bias_sum.resize(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j)
+      st->bias_sum[static_cast<size_t>(j)] =
+          (st->has_bias ? ctx.input(2).data<float>()[j] : 0.f) + rv[r.size() == 1 ? 0 : j];
+  }
   ctx.set_output(0, DType::kFloat, st->out_shape);
   slot.fused = st->fused;
   slot.out_layouts.assign(1, st->out_layout);
   // The own pointwise and Winograd kernels (channels-last, no residual, Winograd without a
   // separate activation pass) may write a channel slice of a wider tensor (a Concat's output).
-  const bool sum = st->fused && slot.fusion.sum;
+  const bool sum = st->Residual(slot);
   slot.strided_out_ok = !sum && st->out_layout == Layout::kNhwc &&
                         (st->pw || (st->wino && !st->wino_act && st->out_shape[1] % 8 == 0));
   return Status::Ok();
@@ -414,32 +457,30 @@ void RunConv2d(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<ConvState*>(slot.state.get());
   Provider& p = *slot.provider;
   if (st->dw) {
-    st->dw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
-                st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
+    st->dw->Run(ctx.input(0).data<float>(), st->Bias(ctx),
+                st->Residual(slot) ? ctx.input(st->sum_index).data<float>() : nullptr,
                 ctx.output(0).data<float>(), p.Scratch(0, st->dw->scratch_bytes()));
     return;
   }
   if (st->stem) {
-    st->stem->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
-                  ctx.output(0).data<float>());
+    st->stem->Run(ctx.input(0).data<float>(), st->Bias(ctx), ctx.output(0).data<float>());
     return;
   }
   if (st->grouped) {
-    st->grouped->Run(
-        ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
-        st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
-        ctx.output(0).data<float>());
+    st->grouped->Run(ctx.input(0).data<float>(), st->Bias(ctx),
+                     st->Residual(slot) ? ctx.input(st->sum_index).data<float>() : nullptr,
+                     ctx.output(0).data<float>());
     return;
   }
   if (st->pw) {
-    st->pw->Run(ctx.input(0).data<float>(), st->has_bias ? ctx.input(2).data<float>() : nullptr,
-                st->fused && slot.fusion.sum ? ctx.input(st->sum_index).data<float>() : nullptr,
+    st->pw->Run(ctx.input(0).data<float>(), st->Bias(ctx),
+                st->Residual(slot) ? ctx.input(st->sum_index).data<float>() : nullptr,
                 ctx.output(0).data<float>(), slot.out_pixel_stride);
     return;
   }
   if (st->gemv) {
     GemmEpilogue e;
-    e.bias = st->has_bias ? ctx.input(2).data<float>() : nullptr;
+    e.bias = st->Bias(ctx);
     e.bias_cs = 1;
     e.act = st->gemv_act;
     e.lo = st->gemv_lo;
@@ -453,8 +494,8 @@ void RunConv2d(OpContext& ctx, NodeSlot& slot) {
     return;
   }
   if (st->wino || st->gemm) {
-    const bool sum = st->fused && slot.fusion.sum;
-    const float* bias = st->has_bias ? ctx.input(2).data<float>() : nullptr;
+    const bool sum = st->Residual(slot);
+    const float* bias = st->Bias(ctx);
     const float* res = sum ? ctx.input(st->sum_index).data<float>() : nullptr;
     if (st->wino)
       st->wino->Run(ctx.input(0).data<float>(), bias, res, ctx.output(0).data<float>(),
@@ -475,7 +516,7 @@ void RunConv2d(OpContext& ctx, NodeSlot& slot) {
   void* y = ctx.output(0).raw();
   memory src = st->io.Src(p, ctx.input(0).raw());
   memory dst = st->io.Dst(p, y);
-  if (st->fused && slot.fusion.sum) {
+  if (st->Residual(slot)) {
     void* r = const_cast<void*>(ctx.input(st->sum_index).raw());
     if (st->res_md == st->io.dst_md) {
       if (r != dst.get_data_handle())
@@ -492,10 +533,10 @@ void RunConv2d(OpContext& ctx, NodeSlot& slot) {
   }
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st->packed_w}, {DNNL_ARG_DST, dst}};
-  if (st->has_bias)
+  if (st->has_bias || st->bias_from_sum)
     args[DNNL_ARG_BIAS] =
         memory(memory::desc({ctx.input(1).dim(0)}, memory::data_type::f32, tag::a), eng,
-               const_cast<void*>(ctx.input(2).raw()));
+               const_cast<float*>(st->Bias(ctx)));
   st->prim.execute(s, args);
   st->io.Finish(p, dst, y);
   s.wait();
