@@ -350,7 +350,8 @@ bool GraphExecutor::MatchGelu(const PlanInfo& info, const std::vector<bool>& abs
 // gate|GELU], each link the only reader of the previous value, and the Add's other operand
 // computed before the producer runs. A gate is v * Sigmoid(v) (SiLU) or v * HardSigmoid(v;
 // 1/6, 1/2): v read by just those two steps, the gate's output by the Mul. GELU only after a
-// MatMul (the one kernel that takes it). Steps join only within the same pattern (or none).
+// MatMul or a Conv (the kernels that take it). An Identity joins the chain anywhere before the
+// activation. Steps join only within the same pattern (or none).
 bool GraphExecutor::FusionChain(const PlanInfo& info, const std::vector<int>& pattern_of,
                                 const std::vector<bool>& absorbed,
                                 const std::vector<bool>& fused_in, size_t s, ops::cpu::Fusion* f,
@@ -386,7 +387,7 @@ bool GraphExecutor::FusionChain(const PlanInfo& info, const std::vector<int>& pa
     if (info.users[vu].size() == 2 && f->act == Fusion::Act::kNone) {
       const size_t a = info.users[vu][0].first, b = info.users[vu][1].first;
       std::vector<size_t> gelu;
-      if (st.node->op_type == "MatMul" && pattern_of[s] < 0 &&
+      if ((st.node->op_type == "MatMul" || st.node->op_type == "Conv") && pattern_of[s] < 0 &&
           (MatchGelu(info, absorbed, v, a, b, &gelu) ||
            MatchGelu(info, absorbed, v, b, a, &gelu))) {
         f->act = Fusion::Act::kGelu;
@@ -428,6 +429,8 @@ bool GraphExecutor::FusionChain(const PlanInfo& info, const std::vector<int>& pa
       f->act = Fusion::Act::kClip;
     } else if (n.op_type == "HardSwish" && ts.opset >= 14) {
       f->act = Fusion::Act::kHardSwish;
+    } else if (n.op_type == "Identity" && ts.inputs.size() == 1 && f->act == Fusion::Act::kNone) {
+      // paddle2onnx puts an Identity after most nodes (between a conv's bias Add and its GELU)
     } else {
       break;
     }

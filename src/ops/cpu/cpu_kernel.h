@@ -89,7 +89,8 @@ inline std::vector<size_t> NhwcOrder(size_t r) {
 struct Fusion {
   // kSwish: x * sigmoid(x) (SiLU); kHardSwish: x * max(0, min(1, x / 6 + 0.5)). Only Conv
   // takes these two (the runtime offers them to every fusing kernel; others refuse).
-  // kGelu: x * 0.5 * (1 + erf(x / sqrt(2))) (torch's exact GELU); only MatMul takes it.
+  // kGelu: x * 0.5 * (1 + erf(x / sqrt(2))) (torch's exact GELU); only MatMul and Conv take it
+  // (the runtime offers it to no other kernel).
   enum class Act : uint8_t { kNone, kRelu, kClip, kSwish, kHardSwish, kGelu };
   Act act = Act::kNone;
   float lo = 0, hi = 0;  // kClip bounds

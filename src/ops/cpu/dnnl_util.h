@@ -114,6 +114,8 @@ inline dnnl::post_ops MakePostOps(const Fusion& f) {
     po.append_eltwise(1.f, dnnl::algorithm::eltwise_swish, 1.f, 0.f);
   if (f.act == Fusion::Act::kHardSwish)  // oneDNN 2.x: x * relu6(x + 3) / 6
     po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
+  if (f.act == Fusion::Act::kGelu)  // x * 0.5 * (1 + erf(x / sqrt(2)))
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
   return po;
 }
 

@@ -6,10 +6,13 @@
 // step in either order). Also the exact (erf) GELU where no MatMul absorbs it (after a Conv, an
 // Add: PaddleOCR's PP-HGNet / SVTR blocks): d = x / c (or x * c); e = Erf(d); u = e + one;
 // v = x * u; y = v * half — five steps, any layout (every step is elementwise with scalar
-// constants), the output in the input's layout when every reader takes it. One pass over x in
-// chunks of 512 elements that stay in L1, each step on the same vec.h row kernel its own cpu kernel
-// uses: bit-identical to the nine steps, which read and wrote the whole tensor nine times (magika's
-// [10, 512, 508] activation: 5 ms of elementwise passes at 1 thread). Plain float32 x only; a
+// constants), the output in the input's layout when every reader takes it. Both in one pass over
+// x, bit-identical to the steps, which read and wrote the whole tensor nine times (magika's
+// [10, 512, 508] activation: 5 ms of elementwise passes at 1 thread). The erf form is one loop
+// (vec.h gelu_erf: each element through the steps' float operations in their order, kept in
+// registers; 9.5 -> see bench/README.md ms per PP-OCRv6 rec run for its 13 GELUs); the tanh form
+// runs each step's row kernel in turn over chunks of 512 elements that stay in L1 (written as one
+// expression, GCC contracts x + x * b into an FMA, which the steps do not). Plain float32 x only; a
 // constant of higher rank than x (which would broadcast the output) declines.
 #include "ops/cpu/dnnl_util.h"
 #include "ops/cpu/families.h"
@@ -124,16 +127,17 @@ constexpr KernelDef kGeluTanh = {"", "GeluTanh (pattern)", 1,          1000, nul
 
 const KernelDef* GeluErfPatternKernel();
 
-// Whether value v is written by a MatMul / Gemm step before `host`, directly or through an Add
-// (its bias or residual): that GELU the runtime fuses into the MatMul as oneDNN's gelu_erf
-// post-op instead.
-bool FromMatMul(const GraphView& g, int v, size_t host, int depth = 0) {
+// Whether value v is written by a MatMul / Gemm / Conv step before `host`, directly or through an
+// Add (its bias or residual) and Identities: that GELU the runtime fuses into the MatMul or Conv
+// as oneDNN's gelu_erf post-op instead (cpu_plan.cc FusionChain).
+bool FromFusingHost(const GraphView& g, int v, size_t host, int adds = 0) {
   for (size_t s = 0; s < host; ++s)
     for (size_t k = 0; g.output(s, k) >= 0; ++k) {
       if (g.output(s, k) != v) continue;
-      if (IsOp(g, s, "MatMul") || IsOp(g, s, "Gemm")) return true;
-      return depth == 0 && IsOp(g, s, "Add") &&
-             (FromMatMul(g, g.input(s, 0), s, 1) || FromMatMul(g, g.input(s, 1), s, 1));
+      if (IsOp(g, s, "MatMul") || IsOp(g, s, "Gemm") || IsOp(g, s, "Conv")) return true;
+      if (IsOp(g, s, "Identity")) return FromFusingHost(g, g.input(s, 0), s, adds);
+      return adds == 0 && IsOp(g, s, "Add") &&
+             (FromFusingHost(g, g.input(s, 0), s, 1) || FromFusingHost(g, g.input(s, 1), s, 1));
     }
   return false;
 }
@@ -144,7 +148,7 @@ bool MatchGeluErf(const GraphView& g, size_t host, PatternMatch* m) {
   float c = 0, one = 0, half = 0, rank = 0;
   const int x = g.input(host, 0);
   if (x < 0 || g.constant(x) != nullptr || !ScalarConst(g, g.input(host, 1), &c, &rank) ||
-      FromMatMul(g, x, host))
+      FromFusingHost(g, x, host))
     return false;
   size_t s2, s3, s4, s5;
   if (!Next(g, host, "Erf", &s2) || g.opset(s2) < 9) return false;
@@ -180,23 +184,12 @@ Status PrepareGeluErf(OpContext& ctx, NodeSlot& slot) {
 void RunGeluErf(OpContext& ctx, NodeSlot& slot) {
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output(0).data<float>();
-  const int64_t n = ctx.input(0).size();  // every element, in whatever layout they are stored
   const bool div = slot.params[0] != 0.f;
   const float c = slot.params[1], one = slot.params[2], half = slot.params[3];
-  const VecOps& v = Vec();
-  const auto first = v.binary[static_cast<int>(div ? BinOp::kDiv : BinOp::kMul)];
-  const auto mul = v.binary[static_cast<int>(BinOp::kMul)];
-  const auto add = v.binary[static_cast<int>(BinOp::kAdd)];
-  const auto vv = static_cast<int>(RowKind::kVV), vs = static_cast<int>(RowKind::kVS);
-  const auto erf = v.unary[static_cast<int>(UnOp::kErf)];
-  ChunkedPass(n, [&](int64_t i, int64_t len, float* t1, float* t2) {
-    const float* xi = x + i;
-    first[vs](xi, &c, t1, len);      // d = x / c (x * c)
-    erf(t1, t2, len, 0.f, 0.f);      // e = Erf(d)
-    add[vs](t2, &one, t1, len);      // u = e + one
-    mul[vv](xi, t1, t2, len);        // v = x * u
-    mul[vs](t2, &half, y + i, len);  // y = v * half
-  });
+  const auto gelu = Vec().gelu_erf;
+  // Every element, in whatever layout they are stored.
+  ParallelRange(ctx.input(0).size(), 1 << 15,
+                [&](int64_t b, int64_t e) { gelu(x + b, y + b, e - b, div, c, one, half); });
 }
 
 constexpr KernelDef kGeluErf = {"", "GeluErf (pattern)", 1,         1000, nullptr, 0,

@@ -60,6 +60,11 @@ struct VecOps {
   // variance); gamma / beta may be null (1 / 0), `gamma_step`/`beta_step` 0 repeats g[0]/b[0].
   void (*layer_norm)(const float* x, float* y, int64_t n, float eps, const float* gamma,
                      int64_t gamma_step, const float* beta, int64_t beta_step);
+  // The GELU patterns (gelu_tanh.cc) in one pass, the same float operations in the same order
+  // as their steps (bit-identical): erf form y = (x * (Erf(x / c) + one)) * half (x * c when
+  // !div); tanh form y = x * (half * (one + Tanh(c2 * (x + x * (x * (c1 * x)))))).
+  void (*gelu_erf)(const float* x, float* y, int64_t n, bool div, float c, float one, float half);
+  void (*gelu_tanh)(const float* x, float* y, int64_t n, float c1, float c2, float one, float half);
   const char* isa;
 };
 
