@@ -266,6 +266,44 @@ void GraphExecutor::PlanLayouts(const PlanInfo& info) {
 
 // A float scalar constant: a Constant node's, or an initializer's; true for an omitted input
 // (keep the default).
+const Tensor* GraphExecutor::ConstTensor(const PlanInfo& info, int id) const {
+  if (id < 0 || !info.is_const[U(id)]) return nullptr;
+  const int ps = info.producer[U(id)];
+  if (ps >= 0) return steps_[static_cast<size_t>(ps)].constant;
+  for (const auto& [cid, v] : constants_)
+    if (cid == id && v.is_tensor()) return &v.tensor();
+  return nullptr;
+}
+
+// An inference BatchNormalization whose scale, B, mean and var are constant float vectors of one
+// length: y = x * a + b per channel, a = scale / sqrt(var + eps), b = B - mean * a (as its cpu
+// kernel computes them). Null otherwise.
+std::shared_ptr<const ops::cpu::Fusion::Affine> GraphExecutor::BatchNormAffine(
+    const PlanInfo& info, const Step& bn) const {
+  const ir::Node& n = *bn.node;
+  if (bn.opset < 9 || bn.inputs.size() != 5 || bn.outputs.size() != 1 ||
+      n.attr_int("training_mode", 0) != 0)
+    return nullptr;
+  const Tensor* t[4];
+  for (size_t i = 0; i < 4; ++i) {
+    t[i] = ConstTensor(info, bn.inputs[i + 1]);
+    if (!t[i] || t[i]->dtype() != DType::kFloat || t[i]->rank() != 1 ||
+        t[i]->size() != t[0]->size())
+      return nullptr;
+  }
+  const float eps = n.attr_float("epsilon", 1e-5f);
+  auto aff = std::make_shared<ops::cpu::Fusion::Affine>();
+  const int64_t c = t[0]->size();
+  aff->a.resize(static_cast<size_t>(c));
+  aff->b.resize(static_cast<size_t>(c));
+  for (int64_t k = 0; k < c; ++k) {
+    const float a = t[0]->data<float>()[k] / std::sqrt(t[3]->data<float>()[k] + eps);
+    aff->a[static_cast<size_t>(k)] = a;
+    aff->b[static_cast<size_t>(k)] = t[1]->data<float>()[k] - t[2]->data<float>()[k] * a;
+  }
+  return aff;
+}
+
 bool GraphExecutor::ConstScalar(const PlanInfo& info, int id, float* out) const {
   if (id < 0) return true;
   const int ps = info.producer[U(id)];
@@ -351,7 +389,9 @@ bool GraphExecutor::MatchGelu(const PlanInfo& info, const std::vector<bool>& abs
 // computed before the producer runs. A gate is v * Sigmoid(v) (SiLU) or v * HardSigmoid(v;
 // 1/6, 1/2): v read by just those two steps, the gate's output by the Mul. GELU only after a
 // MatMul or a Conv (the kernels that take it). An Identity joins the chain anywhere before the
-// activation. Steps join only within the same pattern (or none).
+// activation. A Conv's chain may start with an inference BatchNormalization of constant
+// statistics (paddle2onnx leaves them unfolded), which the conv folds into its weights and bias.
+// Steps join only within the same pattern (or none).
 bool GraphExecutor::FusionChain(const PlanInfo& info, const std::vector<int>& pattern_of,
                                 const std::vector<bool>& absorbed,
                                 const std::vector<bool>& fused_in, size_t s, ops::cpu::Fusion* f,
@@ -408,8 +448,12 @@ bool GraphExecutor::FusionChain(const PlanInfo& info, const std::vector<int>& pa
     const Step& ts = steps_[t];
     const ir::Node& n = *ts.node;
     if (!IsDefaultDomain(n) || ts.outputs.size() != 1 || ts.outputs[0] < 0 || !joinable(t)) break;
-    if (n.op_type == "Add" && !f->sum && f->act == Fusion::Act::kNone && ts.opset >= 7 &&
-        ts.inputs.size() == 2) {
+    if (n.op_type == "BatchNormalization" && st.node->op_type == "Conv" && idx == 0 && !f->affine &&
+        !f->sum && f->act == Fusion::Act::kNone && absorb->empty()) {
+      f->affine = BatchNormAffine(info, ts);
+      if (!f->affine) break;
+    } else if (n.op_type == "Add" && !f->sum && f->act == Fusion::Act::kNone && ts.opset >= 7 &&
+               ts.inputs.size() == 2) {
       const int o = ts.inputs[1 - idx];
       if (o < 0 || o == v || info.producer[U(o)] >= static_cast<int>(s)) break;
       f->sum = true;

@@ -208,6 +208,10 @@ class GraphExecutor {
   bool MatchGelu(const PlanInfo& info, const std::vector<bool>& absorbed, int v, size_t scale,
                  size_t mul, std::vector<size_t>* steps) const;
   bool ConstScalar(const PlanInfo& info, int id, float* out) const;
+  // The tensor of a value the same every run (an initializer, a Constant or folded step), or null.
+  const Tensor* ConstTensor(const PlanInfo& info, int id) const;
+  std::shared_ptr<const ops::cpu::Fusion::Affine> BatchNormAffine(const PlanInfo& info,
+                                                                  const Step& bn) const;
   void PlanPatterns(const PlanInfo& info, std::vector<int>* pattern_of);
   void PlanMemo(const PlanInfo& info, const std::vector<bool>& absorbed);
   int Intern(const std::string& name) {

@@ -2,7 +2,9 @@
 // scalar: paddle2onnx writes every conv's bias this way) fuses: the operand joins the conv's
 // bias (ConvState::bias_from_sum) on every conv path — oneDNN, Winograd, the own GEMM, the
 // depthwise and pointwise kernels, the 1-D conv — with or without a bias input, and an
-// activation after it fuses too. Equal to the reference; the Add reported as fused.
+// activation after it fuses too. Equal to the reference; the Add reported as fused. Likewise an
+// inference BatchNormalization of constant statistics right after a Conv (paddle2onnx leaves
+// them unfolded): the conv scales its weights and bias (Fusion::affine).
 #include <gtest/gtest.h>
 
 #include "cpu/cpu_harness.h"
@@ -74,6 +76,80 @@ TEST(CpuConvBiasAdd, OtherBroadcastsStayAnAdd) {
   b.Output("s");
   const auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
   EXPECT_NE(ProviderOfNode(report, "add"), "fused");
+}
+
+struct BnCase {
+  const char* what;
+  Shape x, w;
+  int64_t group;
+  bool bias;
+  const char* act;  // "", "Relu", "HardSwish"
+};
+
+TEST(CpuConvBatchNorm, FoldsIntoTheConvOnEveryPath) {
+  const BnCase cases[] = {
+      {"3x3 + HardSwish (PP-LCNet)", {1, 16, 20, 18}, {32, 16, 3, 3}, 1, false, "HardSwish"},
+      {"depthwise + HardSwish", {1, 32, 28, 28}, {32, 1, 3, 3}, 32, false, "HardSwish"},
+      {"1x1 with a bias + Relu", {1, 32, 56, 56}, {64, 32, 1, 1}, 1, true, "Relu"},
+      {"grouped", {1, 32, 14, 14}, {32, 8, 3, 3}, 4, false, ""},
+      {"1x1 image", {2, 64, 1, 1}, {16, 64, 1, 1}, 1, false, "Relu"},
+      {"1-D", {1, 16, 40}, {24, 16, 3}, 1, true, "Relu"},
+      {"5x5 stride 2", {2, 8, 17, 15}, {12, 8, 5, 5}, 1, false, "HardSwish"},
+  };
+  uint32_t seed = 9100;
+  for (const BnCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    GraphBuilder b;
+    b.Opset(14);
+    b.Input("x", Rand(c.x, seed++));
+    b.Const("w", Rand(c.w, seed++, -0.3f, 0.3f));
+    std::vector<std::string> in = {"x", "w"};
+    if (c.bias) {
+      b.Const("b", Rand({c.w[0]}, seed++));
+      in.push_back("b");
+    }
+    ir::Node& conv = b.Node("Conv", in, {"y"});
+    SetInt(conv, "group", c.group);
+    const int64_t pad = c.w.back() / 2;
+    SetInts(conv, "pads",
+            c.x.size() == 3 ? std::vector<int64_t>{pad, pad}
+                            : std::vector<int64_t>{pad, pad, pad, pad});
+    if (std::string(c.what) == "5x5 stride 2") SetInts(conv, "strides", {2, 2});
+    const int64_t k = c.w[0];
+    b.Const("s", Rand({k}, seed++, 0.5f, 1.5f));
+    b.Const("bb", Rand({k}, seed++));
+    b.Const("m", Rand({k}, seed++));
+    b.Const("v", Rand({k}, seed++, 0.1f, 2.f));
+    b.Node("BatchNormalization", {"y", "s", "bb", "m", "v"}, {"n"}).name = "bn";
+    std::string out = "n";
+    if (*c.act) {
+      b.Node(c.act, {"n"}, {"a"}).name = "act";
+      out = "a";
+    }
+    b.Output(out);
+    const auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
+    EXPECT_EQ(ProviderOfNode(report, "bn"), "fused");
+    if (*c.act) {
+      EXPECT_EQ(ProviderOfNode(report, "act"), "fused");
+    }
+  }
+}
+
+// Statistics computed at run time (a graph input) are not folded: the BatchNormalization runs on
+// its own, and the conv is still right.
+TEST(CpuConvBatchNorm, StatisticsThatChangeStayABatchNorm) {
+  GraphBuilder b;
+  b.Input("x", Rand({1, 8, 10, 10}, 9200));
+  b.Const("w", Rand({8, 8, 3, 3}, 9201, -0.3f, 0.3f));
+  SetInts(b.Node("Conv", {"x", "w"}, {"y"}), "pads", {1, 1, 1, 1});
+  b.Input("s", Rand({8}, 9202, 0.5f, 1.5f));
+  b.Const("bb", Rand({8}, 9203));
+  b.Const("m", Rand({8}, 9204));
+  b.Const("v", Rand({8}, 9205, 0.1f, 2.f));
+  b.Node("BatchNormalization", {"y", "s", "bb", "m", "v"}, {"n"}).name = "bn";
+  b.Output("n");
+  const auto report = ExpectMatchesReference(b, 1e-4, 1e-5);
+  EXPECT_NE(ProviderOfNode(report, "bn"), "fused");
 }
 
 }  // namespace

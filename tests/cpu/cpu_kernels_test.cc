@@ -373,7 +373,8 @@ TEST(CpuBatchNorm, MatchesReferenceInEveryLayoutWithFusion) {
       }
       fused += r.provider == "fused";
     }
-    EXPECT_EQ(fused, 4);  // the first BN and Relu (ConcatBn), the Add and the last Relu
+    // The first BN and Relu (ConcatBn); the second BN, the Add and the last Relu (into c2).
+    EXPECT_EQ(fused, 5);
   }
 }
 

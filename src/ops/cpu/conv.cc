@@ -62,11 +62,22 @@ struct ConvState : KernelState {
   // writes every conv's bias as such an Add ([1, K, 1, 1]): 75 in PP-OCRv6 det, each a pass over
   // the conv's output (42 ms of its 355 per run), and a GELU after it could not fuse.
   bool bias_from_sum = false;
+  // A fused BatchNormalization (Fusion::affine): W scaled per output channel (`scaled_w`, from
+  // the W at `scaled_from`; shared by the run contexts while W is constant, so the packed forms
+  // made from it are too), the bias scaled and shifted.
+  std::shared_ptr<const Fusion::Affine> affine;
+  PackedPtr scaled_w;
+  const void* scaled_from = nullptr;
+  // The bias the conv adds when it is not the bias input as it is (bias_from_sum, affine).
   std::vector<float> bias_sum;
+  bool OwnBias() const { return bias_from_sum || affine != nullptr; }
   // The residual the run adds (a fused sum that did not join the bias), and the bias it adds.
   bool Residual(const NodeSlot& slot) const { return fused && slot.fusion.sum && !bias_from_sum; }
   const float* Bias(const OpContext& ctx) const {
-    return bias_from_sum ? bias_sum.data() : has_bias ? ctx.input(2).data<float>() : nullptr;
+    return OwnBias() ? bias_sum.data() : has_bias ? ctx.input(2).data<float>() : nullptr;
+  }
+  const float* Weights(const OpContext& ctx) const {
+    return affine ? scaled_w->data() : ctx.input(1).data<float>();
   }
   std::unique_ptr<WinogradConv> wino;    // set: Winograd instead of the oneDNN primitive
   std::unique_ptr<ConvGemm> gemm;        // set: the own im2col GEMM instead
@@ -213,6 +224,13 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
       f.sum = false;
       bias_md = memory::desc({w.dim(0)}, memory::data_type::f32, tag::a);
     }
+    if (f.affine && (f.affine->a.size() != static_cast<size_t>(w.dim(0)) ||
+                     f.affine->b.size() != f.affine->a.size())) {
+      slot.declined = true;  // not this conv's channels: the steps run on their own
+      return Status::Ok();
+    }
+    fresh->affine = f.affine;
+    if (f.affine) bias_md = memory::desc({w.dim(0)}, memory::data_type::f32, tag::a);
     bool fuse = f.any() || fresh->bias_from_sum;
     if (f.sum) {
       fresh->sum_index = ctx.num_inputs() - 1;
@@ -410,6 +428,22 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
   // Weights: packed once while W is the same initializer; every run when W is computed.
   const void* wptr = ctx.input(1).raw();
   const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
+  if (st->affine && (!w_const || st->scaled_from != wptr)) {
+    // W [K, ...] times a[k] per output channel.
+    const Tensor& w = ctx.input(1);
+    const std::string tag = fmt::format("conv-bn:{}", static_cast<const void*>(st->affine.get()));
+    st->scaled_w = SharedPack<PackedFloats>(slot, w_const, wptr, tag, [&] {
+      auto buf = std::make_shared<PackedFloats>(static_cast<size_t>(w.size()));
+      const int64_t k = w.dim(0), per = w.size() / std::max<int64_t>(k, 1);
+      for (int64_t o = 0; o < k; ++o)
+        for (int64_t i = 0; i < per; ++i)
+          buf->data()[o * per + i] =
+              w.data<float>()[o * per + i] * st->affine->a[static_cast<size_t>(o)];
+      return buf;
+    });
+    st->scaled_from = w_const ? wptr : nullptr;
+  }
+  if (st->affine) wptr = st->scaled_w->data();
   if (!st->gemv && (!w_const || st->packed_from != wptr)) {
     const float* w = static_cast<const float*>(wptr);
     if (st->wino) {
@@ -432,15 +466,20 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     }
     st->packed_from = w_const ? wptr : nullptr;
   }
-  if (st->bias_from_sum) {
-    // bias + the per-channel operand, refilled at every prepare (either may be computed).
-    const Tensor& r = ctx.input(st->sum_index);
-    const float* rv = r.data<float>();
+  if (st->OwnBias()) {
+    // (bias * a + b) + the per-channel operand, refilled at every prepare (any may be computed).
     const int64_t k = st->out_shape[1];
     st->bias_sum.resize(static_cast<size_t>(k));
-    for (int64_t j = 0; j < k; ++j)
-      st->bias_sum[static_cast<size_t>(j)] =
-          (st->has_bias ? ctx.input(2).data<float>()[j] : 0.f) + rv[r.size() == 1 ? 0 : j];
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t u = static_cast<size_t>(j);
+      float v = st->has_bias ? ctx.input(2).data<float>()[j] : 0.f;
+      if (st->affine) v = v * st->affine->a[u] + st->affine->b[u];
+      if (st->bias_from_sum) {
+        const Tensor& r = ctx.input(st->sum_index);
+        v += r.data<float>()[r.size() == 1 ? 0 : j];
+      }
+      st->bias_sum[u] = v;
+    }
   }
   ctx.set_output(0, DType::kFloat, st->out_shape);
   slot.fused = st->fused;
@@ -488,7 +527,7 @@ void RunConv2d(OpContext& ctx, NodeSlot& slot) {
     const Tensor& x = ctx.input(0);
     const int64_t k = ctx.input(1).dim(0);
     float* y = ctx.output(0).data<float>();
-    GemvTransB(x.data<float>(), x.dim(0), x.dim(1), ctx.input(1).data<float>(), x.dim(1), k, y, e,
+    GemvTransB(x.data<float>(), x.dim(0), x.dim(1), st->Weights(ctx), x.dim(1), k, y, e,
                omp_get_max_threads());
     if (st->wino_act) Vec().unary[static_cast<int>(st->wino_unary)](y, y, x.dim(0) * k, 0.f, 0.f);
     return;
@@ -533,7 +572,7 @@ void RunConv2d(OpContext& ctx, NodeSlot& slot) {
   }
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st->packed_w}, {DNNL_ARG_DST, dst}};
-  if (st->has_bias || st->bias_from_sum)
+  if (st->has_bias || st->OwnBias())
     args[DNNL_ARG_BIAS] =
         memory(memory::desc({ctx.input(1).dim(0)}, memory::data_type::f32, tag::a), eng,
                const_cast<float*>(st->Bias(ctx)));

@@ -52,7 +52,7 @@ bool OwnWanted(const OpContext& ctx, const NodeSlot& slot, const Shape& y) {
   const Fusion& f = slot.fusion;
   const std::string pad = ctx.attr_string("auto_pad", "NOTSET");
   return GemmAvx2Supported() && ctx.attr_int("group", 1) == 1 && slot.const_inputs.size() > 1 &&
-         slot.const_inputs[1] && !f.sum &&
+         slot.const_inputs[1] && !f.sum && !f.affine &&
          (f.act == Fusion::Act::kNone || f.act == Fusion::Act::kRelu ||
           f.act == Fusion::Act::kClip) &&
          (pad == "NOTSET" || pad.empty()) && y[0] * y[2] <= kOwnMaxRows && y[0] * y[2] > 0 &&

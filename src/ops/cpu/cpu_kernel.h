@@ -95,7 +95,14 @@ struct Fusion {
   Act act = Act::kNone;
   float lo = 0, hi = 0;  // kClip bounds
   bool sum = false;      // input KernelDef::fuse_input is added to the result before `act`
-  bool any() const { return act != Act::kNone || sum; }
+  // A BatchNormalization (inference, constant statistics) right after a Conv: the output times
+  // a[c] plus b[c] per output channel, before `sum` and `act`. Only Conv takes it (it scales
+  // its weights and bias); the runtime offers it to no other kernel.
+  struct Affine {
+    std::vector<float> a, b;
+  };
+  std::shared_ptr<const Affine> affine;
+  bool any() const { return act != Act::kNone || sum || affine; }
   // The clamp `act` amounts to: [0, inf) for Relu, [lo, hi] for Clip, unbounded otherwise.
   std::pair<float, float> bounds() const {
     constexpr float kInf = std::numeric_limits<float>::infinity();

@@ -154,7 +154,7 @@ struct StateKey {
   bool operator==(const StateKey& o) const {
     return shapes == o.shapes && layouts == o.layouts && nhwc_ok == o.nhwc_ok &&
            fusion.act == o.fusion.act && fusion.lo == o.fusion.lo && fusion.hi == o.fusion.hi &&
-           fusion.sum == o.fusion.sum;
+           fusion.sum == o.fusion.sum && fusion.affine == o.fusion.affine;
   }
 };
 // The node's current key, read in place: a prepare runs at every step and compares before it

@@ -151,7 +151,8 @@ bool operator==(const StateKey& k, const KeyProbe& p) {
   }
   const Fusion& f = p.slot.fusion;
   return k.layouts == p.slot.in_layouts && k.nhwc_ok == p.slot.nhwc_ok && k.fusion.act == f.act &&
-         k.fusion.lo == f.lo && k.fusion.hi == f.hi && k.fusion.sum == f.sum;
+         k.fusion.lo == f.lo && k.fusion.hi == f.hi && k.fusion.sum == f.sum &&
+         k.fusion.affine == f.affine;
 }
 
 KeyProbe MakeKey(const OpContext& ctx, const NodeSlot& slot) {
