@@ -3,6 +3,7 @@
 // Never folds random ops, nodes with subgraphs, or results above the size limit that are
 // larger than what they consume (a big Expand/Tile/ConstantOfShape stays a node).
 #include <algorithm>
+#include <cassert>
 #include <set>
 
 #include "passes/pass.h"
@@ -65,9 +66,11 @@ class FoldConstants final : public Pass {
   }
 
  private:
-  // Replaces node i's outputs by initializers of the same names and removes the node.
+  // Replaces node i's outputs by initializers of the same names and removes the node; `values`
+  // holds one tensor per output.
   static void Replace(GraphCtx& ctx, size_t i, std::vector<Tensor> values) {
     ir::Node& n = ctx.graph.nodes[i];
+    assert(values.size() == n.outputs.size());
     for (size_t k = 0; k < n.outputs.size(); ++k)
       if (!n.outputs[k].empty())
         ctx.graph.initializers.push_back(ir::Initializer{n.outputs[k], std::move(values[k]), ""});
@@ -134,7 +137,9 @@ class FoldConstants final : public Pass {
 
   Result<bool> FoldShape(GraphCtx& ctx, size_t i) {
     const ir::Node& n = ctx.graph.nodes[i];
-    if (n.inputs.empty() || n.outputs.empty() || n.outputs[0].empty()) return false;
+    // One output: a Shape or Size with more is left to the engine to refuse (folding it
+    // replaced the outputs past the first from a one-value list: a heap overflow).
+    if (n.inputs.empty() || n.outputs.size() != 1 || n.outputs[0].empty()) return false;
     auto shape = StaticShape(ctx.graph, n.inputs[0]);
     if (!shape) return false;
     if (n.op_type == "Size") {

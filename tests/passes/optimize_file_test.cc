@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "passes/pass_manager.h"
 #include "verb_models.h"
 
 namespace ferry::passes {
@@ -41,6 +42,27 @@ TEST(OptimizeFile, RemovesTheIdentityChecksAndWrites) {
   EXPECT_EQ(j["nodes_before"], 4);
   EXPECT_NE(FormatText(*r).find("wrote " + o.output), std::string::npos);
   EXPECT_NE(FormatMarkdown(*r).find("| Identity | 1 | 0 |"), std::string::npos);
+}
+
+// A Shape with two outputs on a value of static shape: fold_constants replaced both outputs from
+// a one-tensor list (heap-buffer-overflow, `free(): invalid pointer` in `ferry optimize`; issue
+// 19's black-box campaign: fuzz/corpus/passes/fold-shape-two-outputs-asan.onnx). It stays a node.
+TEST(FoldConstants, AShapeWithTwoOutputsIsNotFolded) {
+  auto m = std::make_unique<ir::Model>();
+  m->ir_version = 8;
+  m->opset_imports.push_back({"", 13});
+  m->graph.name = "g";
+  m->graph.inputs.push_back(testing::FloatValue("x", std::vector<int64_t>{2, 3}));
+  m->graph.nodes.push_back(testing::MakeNode("Shape", {"x"}, {"s", "s2"}));
+  m->graph.outputs.push_back(testing::FloatValue("s", std::vector<int64_t>{2}));
+  m->graph.outputs.back().type.elem_type = DType::kInt64;
+  OptimizeOptions o;
+  o.only = {"fold_constants"};
+  auto r = Optimize(*m, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(m->graph.nodes.size(), 1u);
+  EXPECT_EQ(m->graph.nodes[0].op_type, "Shape");
+  EXPECT_TRUE(m->graph.initializers.empty());
 }
 
 TEST(OptimizeFile, RefusesToOverwriteItsInputAndNegativeChecks) {
