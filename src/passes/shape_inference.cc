@@ -163,6 +163,24 @@ void DropPlaceholders(onnx::GraphProto* g, const std::set<std::string>& added) {
   }
 }
 
+// DepthToSpace / SpaceToDepth with a blocksize of 2^31 or more: libonnx 1.12 divides by
+// blocksize * blocksize, which wraps to 0 for a multiple of 2^32 (SIGFPE in audit, optimize and
+// convert on fuzz/corpus/session/depthtospace-blocksize-2p32-ubsan.onnx; issue 19's black-box
+// campaign). False: no inference for such a model (the engine refuses the node).
+bool BlocksizesSane(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes) {
+  for (const auto& n : nodes) {
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && !BlocksizesSane(a.g().node())) return false;
+      for (const auto& sg : a.graphs())
+        if (!BlocksizesSane(sg.node())) return false;
+    }
+    if (n.op_type() != "DepthToSpace" && n.op_type() != "SpaceToDepth") continue;
+    for (const auto& a : n.attribute())
+      if (a.name() == "blocksize" && (a.i() > INT32_MAX || a.i() < INT32_MIN)) return false;
+  }
+  return true;
+}
+
 class ShapeInference final : public Pass {
  public:
   std::string_view name() const override { return "shape_inference"; }
@@ -176,7 +194,9 @@ class ShapeInference final : public Pass {
     if (!VerifyNodesForLibOnnx(proto).ok()) return 0;
     std::map<std::string, std::pair<int, int>> types;
     CollectTypes(proto.graph(), &types);
-    if (!ConvInputsSane(proto.graph(), types)) return 0;
+    if (!ConvInputsSane(proto.graph(), types) || !BlocksizesSane(proto.graph().node())) return 0;
+    for (const auto& f : proto.functions())
+      if (!BlocksizesSane(f.node())) return 0;
     std::set<std::string> placeholders;
     const bool propagate = !FunctionsHaveShape(proto) &&
                            AddShapePlaceholders(proto.mutable_graph(), {}, &placeholders);

@@ -102,6 +102,29 @@ TEST(Audit, LayerNormWithAnAxisBelowMinusRank) {
   EXPECT_EQ(r->nodes, 1);
 }
 
+// DepthToSpace with blocksize 2^32: libonnx 1.12's inference divided by blocksize * blocksize,
+// 0 in int64 (SIGFPE in audit, optimize and convert on the session target's regression input
+// fuzz/corpus/session/depthtospace-blocksize-2p32-ubsan.onnx; issue 19's black-box campaign).
+TEST(Audit, DepthToSpaceWithABlocksizeOf2To32) {
+  auto m = std::make_unique<ir::Model>();
+  m->ir_version = 8;
+  m->opset_imports.push_back({"", 13});
+  m->graph.name = "g";
+  m->graph.inputs.push_back(testing::FloatValue("x", std::vector<int64_t>{1, 4, 2, 2}));
+  ir::Node d2s = testing::MakeNode("DepthToSpace", {"x"}, {"y"});
+  ir::Attribute blocksize;
+  blocksize.name = "blocksize";
+  blocksize.type = ir::AttrType::kInt;
+  blocksize.i = int64_t{1} << 32;
+  d2s.attributes.push_back(std::move(blocksize));
+  m->graph.nodes.push_back(std::move(d2s));
+  m->graph.outputs.push_back(testing::FloatValue("y", std::vector<ir::Dim>{}));
+  m->graph.outputs.back().type.shape.reset();
+  auto r = Audit(*m, "d2s.onnx", AuditOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nodes, 1);
+}
+
 TEST(Audit, ProvidersOfAPlannableModel) {
   auto m = testing::ClassifierModel();
   AuditOptions o;
