@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/buffer_pool.h"
 #include "core/memory_budget.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -43,6 +44,10 @@ struct SessionShared {
   bool share_cores = true;  // SessionOptions::share_cores
   // SessionOptions::max_memory: charged by the tensors and arenas of Create and every run.
   std::shared_ptr<MemoryBudget> budget;
+  // Owned tensors of 1 MiB or more that the runs allocate outside the arena (graph outputs,
+  // mostly): a released one is kept (up to 1 GiB idle) for the next run's request of its size
+  // (core/buffer_pool.h). Null with the reference provider.
+  std::shared_ptr<BufferPool> buffers;
   bool cpu() const { return cpu_engine != nullptr; }
 };
 

@@ -213,7 +213,16 @@ Tensor StepRunner::Owned(DType dt, const Shape& shape) {
   // Every kernel writes all of its outputs (the arena's reused bytes are not zero either):
   // zero-filling a graph output on every run cost a memset and fresh page faults.
   if (dt == DType::kString) return Tensor(dt, shape);
-  Tensor t = Tensor::Uninitialized(dt, shape);
+  const size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dt);
+  BufferPool* pool = e_.shared().buffers.get();
+  Tensor t;
+  if (pool && pool->Pools(bytes)) {
+    void* data = nullptr;
+    std::shared_ptr<void> owner = pool->Get(bytes, &data);
+    t = Tensor::Adopt(dt, shape, std::move(owner), data);
+  } else {
+    t = Tensor::Uninitialized(dt, shape);
+  }
 #ifdef FERRY_POISON_OUTPUTS
   std::memset(t.raw(), 0xFF, t.nbytes());  // NaN as float, -1 as integer
 #endif

@@ -100,6 +100,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const ir::Model
   if (options.provider == "cpu") {
     sh.cpu_engine = ops::cpu::MakeProvider(sh.threads);
     sh.flush = options.flush_denormals;
+    sh.buffers = BufferPool::Create(size_t{1} << 20, size_t{1} << 30);
   } else if (options.provider != "reference") {
     return UnsupportedError("unknown provider '{}' (known: cpu, reference)", options.provider);
   }

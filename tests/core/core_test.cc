@@ -1,11 +1,13 @@
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <cstdio>
 
 #include <gtest/gtest.h>
 
+#include "core/buffer_pool.h"
 #include "core/half.h"
 #include "core/npy.h"
 #include "core/tensor.h"
@@ -132,6 +134,37 @@ TEST(ThreadPool, CoversRangeOnceInDeterministicChunks) {
   std::sort(chunks.begin(), chunks.end());
   EXPECT_EQ(chunks[0], (std::pair<int64_t, int64_t>{0, 5}));
   EXPECT_EQ(chunks[1], (std::pair<int64_t, int64_t>{5, 10}));
+}
+
+// A released buffer goes back to its pool and serves the next request of its size; small
+// requests are not pooled; idle memory stays under the cap; a buffer outliving its pool is freed.
+TEST(BufferPool, ReusesReleasedBuffersWithinItsCap) {
+  auto pool = BufferPool::Create(1024, 4096);
+  EXPECT_FALSE(pool->Pools(1000));
+  EXPECT_TRUE(pool->Pools(1024));
+  void* a = nullptr;
+  {
+    std::shared_ptr<void> owner = pool->Get(2000, &a);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+    std::memset(a, 7, 2000);
+  }
+  EXPECT_EQ(pool->idle_bytes(), 2048u);  // rounded up to 64
+  void* b = nullptr;
+  std::shared_ptr<void> kept = pool->Get(2010, &b);  // the same rounded size
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(pool->reused(), 1u);
+  EXPECT_EQ(pool->idle_bytes(), 0u);
+  void* c = nullptr;
+  void* d = nullptr;
+  {
+    std::shared_ptr<void> o1 = pool->Get(3000, &c), o2 = pool->Get(3000, &d);
+    EXPECT_NE(c, d);
+  }
+  EXPECT_LE(pool->idle_bytes(), 4096u);  // one of the two 3008-byte buffers kept, not both
+  std::shared_ptr<void> late = pool->Get(5000, &c);
+  pool.reset();  // `kept` and `late` outlive it
+  std::memset(c, 1, 5000);
 }
 
 }  // namespace
