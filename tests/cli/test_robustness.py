@@ -238,6 +238,29 @@ def main():
                  ["huge.npy", "truncated .npy data"], "run", tf, "--input", "x=" + huge,
                  "--input", "r=" + W("r_small.npy"))
 
+    # Sparse initializers whose dense form is impossible: negative dims (a dense tensor of
+    # 2^64 - 1 elements read by the weights digest: SIGSEGV in inspect, exit 70 in audit; issue
+    # 19's black-box campaign, fuzz/corpus/audit_inspect/sparse-dims-minus-1-segv.onnx), 2^40
+    # floats, indices that are not [NNZ] or [NNZ, rank].
+    for label, dims, idx, parts in (
+            ("dims [-1]", [-1], np.zeros(0, np.int64), ["sparse tensor 's'", "negative dim"]),
+            ("dims [2^20, 2^20]", [1 << 20, 1 << 20], np.zeros(1, np.int64),
+             ["sparse tensor 's'", "[1048576,1048576]", "4.0 TiB", "memory budget"]),
+            ("indices [2] for 1 value", [4], np.zeros(2, np.int64),
+             ["sparse tensor 's'", "indices of shape [2]", "expected [1] or [1, 1]"])):
+        values = numpy_helper.from_array(np.ones(len(idx) and 1, np.float32), "s")
+        sp = helper.make_sparse_tensor(values, numpy_helper.from_array(idx, "s_idx"), [1])
+        del sp.dims[:]
+        sp.dims.extend(dims)
+        g = helper.make_graph(
+            [helper.make_node("Identity", ["s"], ["y"], name="id")], "g", [],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        g.sparse_initializer.append(sp)
+        sparse = save(g, W("sparse.onnx"))
+        for cmd in ("inspect", "audit"):
+            expect_error(args, "%s: a sparse initializer of %s" % (cmd, label), 3, parts, cmd,
+                         sparse)
+
     # Recursion among model-local functions: an error naming the functions, no SIGSEGV.
     r = recursive_functions(args.work)
     for cmd in (["inspect", r], ["audit", r], ["optimize", r, "-o", W("r.onnx")], ["run", r]):
