@@ -67,10 +67,11 @@ bool ConvInputsSane(const onnx::GraphProto& g,
   return true;
 }
 
-// libonnx 1.12's LayerNormalization inference sets the Mean / InvStdDev dims from axis + rank on
-// without checking that it is not negative: axis -372 with two or three outputs was SIGSEGV
-// (issue 19's black-box campaign). Where the input's declared rank does not show axis + rank >= 0,
-// the copy given to inference loses those outputs (their types stay uninferred).
+// libonnx 1.12's LayerNormalization inference sets the Mean / InvStdDev dims from int(axis) (+ rank
+// when negative) on without checking that it is not negative: axis -372 or 2^31 with two or three
+// outputs was SIGSEGV (issue 19's black-box campaign). Where the axis is past INT32_MAX, or
+// negative and the input's declared rank does not show axis + rank >= 0, the copy given to
+// inference loses those outputs (their types stay uninferred).
 void DropUncheckedLayerNormOutputs(google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes,
                                    const std::map<std::string, std::pair<int, int>>& types) {
   for (auto& n : *nodes) {
@@ -84,9 +85,9 @@ void DropUncheckedLayerNormOutputs(google::protobuf::RepeatedPtrField<onnx::Node
     int64_t axis = -1;
     for (const auto& a : n.attribute())
       if (a.name() == "axis") axis = a.i();
-    if (axis >= 0) continue;
+    if (axis >= 0 && axis <= INT32_MAX) continue;  // libonnx loops from int(axis): 2^31 wraps
     auto x = types.find(n.input(0));
-    if (x != types.end() && axis + x->second.first >= 0) continue;
+    if (axis < 0 && x != types.end() && axis + x->second.first >= 0) continue;
     while (n.output_size() > 1) n.mutable_output()->RemoveLast();
   }
 }

@@ -78,28 +78,31 @@ TEST(Audit, ShapeOfAnUntypedValueAtOpset17) {
   EXPECT_EQ(r->custom_domains.at("com.acme"), 1);
 }
 
-// LayerNormalization with axis -372 and its Mean / InvStdDev outputs: libonnx 1.12's inference
-// indexed the outputs' dims at axis + rank < 0 (SIGSEGV in audit, optimize and convert; issue
-// 19's black-box campaign: fuzz/corpus/audit_inspect/layernorm-axis-minus-372-libonnx-segv.onnx).
+// LayerNormalization with axis -372 or 2^31 and its Mean / InvStdDev outputs: libonnx 1.12's
+// inference indexed the outputs' dims at axis + rank < 0 (SIGSEGV in audit, optimize and convert;
+// issue 19's black-box campaign:
+// fuzz/corpus/audit_inspect/layernorm-axis-minus-372-libonnx-segv.onnx).
 TEST(Audit, LayerNormWithAnAxisBelowMinusRank) {
-  auto m = std::make_unique<ir::Model>();
-  m->ir_version = 8;
-  m->opset_imports.push_back({"", 17});
-  m->graph.name = "g";
-  for (const char* name : {"x", "scale", "bias"})
-    m->graph.inputs.push_back(testing::FloatValue(name, std::vector<int64_t>{2, 3, 5}));
-  ir::Node ln = testing::MakeNode("LayerNormalization", {"x", "scale", "bias"}, {"y", "m", "v"});
-  ir::Attribute axis;
-  axis.name = "axis";
-  axis.type = ir::AttrType::kInt;
-  axis.i = -372;
-  ln.attributes.push_back(std::move(axis));
-  m->graph.nodes.push_back(std::move(ln));
-  for (const char* name : {"y", "m", "v"})
-    m->graph.outputs.push_back(testing::FloatValue(name, std::vector<int64_t>{2, 3, 5}));
-  auto r = Audit(*m, "layernorm.onnx", AuditOptions{});
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->nodes, 1);
+  for (int64_t a : {int64_t{-372}, int64_t{1} << 31}) {
+    auto m = std::make_unique<ir::Model>();
+    m->ir_version = 8;
+    m->opset_imports.push_back({"", 17});
+    m->graph.name = "g";
+    for (const char* name : {"x", "scale", "bias"})
+      m->graph.inputs.push_back(testing::FloatValue(name, std::vector<int64_t>{2, 3, 5}));
+    ir::Node ln = testing::MakeNode("LayerNormalization", {"x", "scale", "bias"}, {"y", "m", "v"});
+    ir::Attribute axis;
+    axis.name = "axis";
+    axis.type = ir::AttrType::kInt;
+    axis.i = a;
+    ln.attributes.push_back(std::move(axis));
+    m->graph.nodes.push_back(std::move(ln));
+    for (const char* name : {"y", "m", "v"})
+      m->graph.outputs.push_back(testing::FloatValue(name, std::vector<int64_t>{2, 3, 5}));
+    auto r = Audit(*m, "layernorm.onnx", AuditOptions{});
+    ASSERT_TRUE(r.ok()) << a << ": " << r.status().message();
+    EXPECT_EQ(r->nodes, 1);
+  }
 }
 
 // DepthToSpace with blocksize 2^32: libonnx 1.12's inference divided by blocksize * blocksize,
