@@ -12,6 +12,25 @@
 namespace ferry::cpu_test {
 namespace {
 
+// x -> Conv(w [, b]) -> "y", same-size pads; seeds taken from *seed.
+ir::Node& AddConv(GraphBuilder& b, const Shape& x, const Shape& w, int64_t group, bool bias,
+                  uint32_t* seed) {
+  b.Input("x", Rand(x, (*seed)++));
+  b.Const("w", Rand(w, (*seed)++, -0.3f, 0.3f));
+  std::vector<std::string> in = {"x", "w"};
+  if (bias) {
+    b.Const("b", Rand({w[0]}, (*seed)++));
+    in.push_back("b");
+  }
+  ir::Node& conv = b.Node("Conv", in, {"y"});
+  SetInt(conv, "group", group);
+  const int64_t pad = w.back() / 2;
+  SetInts(
+      conv, "pads",
+      x.size() == 3 ? std::vector<int64_t>{pad, pad} : std::vector<int64_t>{pad, pad, pad, pad});
+  return conv;
+}
+
 struct Case {
   const char* what;
   Shape x, w;
@@ -35,19 +54,7 @@ TEST(CpuConvBiasAdd, PerChannelAddJoinsTheBias) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     GraphBuilder b;
-    b.Input("x", Rand(c.x, seed++));
-    b.Const("w", Rand(c.w, seed++, -0.3f, 0.3f));
-    std::vector<std::string> in = {"x", "w"};
-    if (c.bias) {
-      b.Const("b", Rand({c.w[0]}, seed++));
-      in.push_back("b");
-    }
-    ir::Node& conv = b.Node("Conv", in, {"y"});
-    SetInt(conv, "group", c.group);
-    const int64_t pad = c.w.back() / 2;
-    SetInts(conv, "pads",
-            c.x.size() == 3 ? std::vector<int64_t>{pad, pad}
-                            : std::vector<int64_t>{pad, pad, pad, pad});
+    AddConv(b, c.x, c.w, c.group, c.bias, &seed);
     b.Const("a", Rand(c.add, seed++));
     b.Node("Add", {"y", "a"}, {"s"}).name = "add";
     std::string out = "s";
@@ -101,19 +108,7 @@ TEST(CpuConvBatchNorm, FoldsIntoTheConvOnEveryPath) {
     SCOPED_TRACE(c.what);
     GraphBuilder b;
     b.Opset(14);
-    b.Input("x", Rand(c.x, seed++));
-    b.Const("w", Rand(c.w, seed++, -0.3f, 0.3f));
-    std::vector<std::string> in = {"x", "w"};
-    if (c.bias) {
-      b.Const("b", Rand({c.w[0]}, seed++));
-      in.push_back("b");
-    }
-    ir::Node& conv = b.Node("Conv", in, {"y"});
-    SetInt(conv, "group", c.group);
-    const int64_t pad = c.w.back() / 2;
-    SetInts(conv, "pads",
-            c.x.size() == 3 ? std::vector<int64_t>{pad, pad}
-                            : std::vector<int64_t>{pad, pad, pad, pad});
+    ir::Node& conv = AddConv(b, c.x, c.w, c.group, c.bias, &seed);
     if (std::string(c.what) == "5x5 stride 2") SetInts(conv, "strides", {2, 2});
     const int64_t k = c.w[0];
     b.Const("s", Rand({k}, seed++, 0.5f, 1.5f));
