@@ -75,6 +75,39 @@ TEST(MemoryBudget, ShapesWhoseBytesOverflowAreRefused) {
       << r2.status().message();
 }
 
+// Tile and Pad build index maps as long as their output's dims at prepare: an empty output with
+// a dim of 2^33 (a 0 beside it) must build none (it allocated 200 GB), and a Pad to 2^39
+// elements is refused by the budget before any map (fuzz/corpus/session/tile-empty-huge-dim).
+TEST(MemoryBudget, TileAndPadCheckTheirOutputBeforeTheirIndexMaps) {
+  for (const char* provider : {"cpu", "reference"}) {
+    SCOPED_TRACE(provider);
+    SessionOptions so;
+    so.threads = 1;
+    so.provider = provider;
+    GraphBuilder t = TileNet();
+    auto ts = Session::Create(t.model(), so);
+    ASSERT_TRUE(ts.ok());
+    auto empty = RunTile(**ts, {0, int64_t{1} << 33});
+    ASSERT_TRUE(empty.ok()) << empty.status().message();
+    EXPECT_EQ(empty.value()[0].tensor().shape(), (Shape{0, int64_t{3} << 33}));
+    GraphBuilder p;
+    p.Input("x", Rand({2, 3}, 2));
+    p.Input("pads", Int64s({0, 0, 0, 0}));
+    p.Node("Pad", {"x", "pads"}, {"y"});
+    p.Output("y");
+    auto ps = Session::Create(p.model(), so);
+    ASSERT_TRUE(ps.ok());
+    auto bomb = (*ps)->Run(
+        {{"x", Value(Rand({2, 3}, 2))}, {"pads", Value(Int64s({0, 0, 0, int64_t{1} << 38}))}});
+    ASSERT_FALSE(bomb.ok());
+    EXPECT_NE(bomb.status().message().find("memory budget"), std::string::npos)
+        << bomb.status().message();
+    auto fine = (*ps)->Run({{"x", Value(Rand({2, 3}, 2))}, {"pads", Value(Int64s({0, 1, 0, 1}))}});
+    ASSERT_TRUE(fine.ok()) << fine.status().message();
+    EXPECT_EQ(fine.value()[0].tensor().shape(), (Shape{2, 5}));
+  }
+}
+
 TEST(MemoryBudget, ConstantOfShapeAndExpandBombsAreRefused) {
   GraphBuilder b;
   b.Input("shape", Int64s({2, 2}));

@@ -13,6 +13,7 @@ using shape_util::CheckedProduct;
 using shape_util::ElemPtr;
 using shape_util::IntsInput;
 using shape_util::NormalizeAxes;
+using shape_util::OutputFits;
 
 // A gather of the input into the output, axis by axis:
 //   out[o_0, ..., o_{r-1}] = in[sum_d idx_d(o_d) * strides[d]]
@@ -250,7 +251,8 @@ Result<CopyPlan> TilePlan(const OpContext& ctx) {
       return NodeError(ctx, "repeats {} has a negative entry", ShapeToString(repeats));
     p.out_shape[d] = x.shape()[d] * repeats[d];
   }
-  FERRY_RETURN_IF_ERROR(CheckedProduct(ctx, p.out_shape).status());
+  FERRY_ASSIGN_OR_RETURN(const int64_t total, OutputFits(ctx, p.out_shape, x.dtype()));
+  if (total == 0) return p;  // nothing to copy (RunCopyPlan reads no map)
   for (size_t d = 0; d < repeats.size(); ++d) {
     std::vector<int64_t> map(static_cast<size_t>(p.out_shape[d]));
     for (size_t o = 0; o < map.size(); ++o) map[o] = static_cast<int64_t>(o) % x.shape()[d];
@@ -304,10 +306,22 @@ Result<CopyPlan> PadPlan(const OpContext& ctx) {
   for (size_t i = 0; i < n; ++i) {
     const size_t a = static_cast<size_t>(axes[i]);
     const int64_t dim = x.shape()[a], begin = pads[i], end = pads[i + n];
-    const int64_t out = dim + begin + end;
+    int64_t out = 0;
+    if (__builtin_add_overflow(dim, begin, &out) || __builtin_add_overflow(out, end, &out))
+      return NodeError(ctx, "pads {} overflow axis {} of data {}", ShapeToString(pads), a,
+                       ShapeToString(x.shape()));
     if (out < 0)
       return NodeError(ctx, "pads {} crop axis {} of data {} below zero", ShapeToString(pads), a,
                        ShapeToString(x.shape()));
+    p.out_shape[a] = out;
+  }
+  // Checked before the index maps (as long as the output's dims) are made.
+  FERRY_ASSIGN_OR_RETURN(const int64_t total, OutputFits(ctx, p.out_shape, x.dtype()));
+  if (total == 0) return p;  // nothing to copy (RunCopyPlan reads no map)
+  for (size_t i = 0; i < n; ++i) {
+    const size_t a = static_cast<size_t>(axes[i]);
+    const int64_t dim = x.shape()[a], begin = pads[i], end = pads[i + n];
+    const int64_t out = p.out_shape[a];
     // The cropped extent [first, first + kept) of the input, then padded by max(begin, 0).
     const int64_t first = std::max<int64_t>(0, -begin);
     const int64_t kept = dim + std::min<int64_t>(begin, 0) + std::min<int64_t>(end, 0);
@@ -335,10 +349,8 @@ Result<CopyPlan> PadPlan(const OpContext& ctx) {
       }
       map[static_cast<size_t>(o)] = first + i_c;
     }
-    p.out_shape[a] = out;
     p.maps[a] = std::move(map);
   }
-  FERRY_RETURN_IF_ERROR(CheckedProduct(ctx, p.out_shape).status());
   return p;
 }
 

@@ -1,6 +1,7 @@
 // Helpers shared by the shape-op family files (shape_ops.cc, shape_ops2.cc).
 #pragma once
 
+#include "core/memory_budget.h"
 #include "ops/reference/common.h"
 
 namespace ferry::ops::shape_util {
@@ -39,6 +40,20 @@ inline Result<int64_t> CheckedProduct(const OpContext& ctx, const Shape& dims) {
     p *= d;
   }
   return p;
+}
+
+// The output `out` of `dt` must fit the calling run's memory budget (MemoryBudget::Current)
+// before a plan builds index maps as long as its dims: a Tile or Pad to 2^40 elements (or to a
+// dim of 2^34 beside a 0) allocated its maps before the output's own check. Returns the
+// element count (0: nothing to copy, build no maps).
+inline Result<int64_t> OutputFits(const OpContext& ctx, const Shape& out, DType dt) {
+  FERRY_ASSIGN_OR_RETURN(int64_t total, CheckedProduct(ctx, out));
+  const uint64_t bytes = static_cast<uint64_t>(total) * DTypeSize(dt);
+  if (const std::shared_ptr<MemoryBudget>& budget = MemoryBudget::Current(); budget)
+    FERRY_RETURN_IF_ERROR(CheckFits(budget.get(), bytes,
+                                    fmt::format("{}: output 0 {}{}", ctx.node().Describe(),
+                                                DTypeName(dt), ShapeToString(out))));
+  return total;
 }
 
 inline const void* ElemPtr(DType dt, const void* base, int64_t i) {
