@@ -1162,7 +1162,10 @@ def signature(cls, verb, rc, err):
 
 def load_seeds(args):
     paths = []
-    for d in args.seed_dirs:
+    if args.seed_list:  # a run's seeds.txt: the same seeds as that run
+        with open(args.seed_list) as f:
+            paths = [line.rstrip("\n") for line in f if line.strip()]
+    for d in ([] if args.seed_list else args.seed_dirs):
         for p in sorted(glob.glob(os.path.join(d, "**", "*"), recursive=True)):
             if os.path.isfile(p) and (p.endswith(".onnx") or "/seeds/session/" in p):
                 paths.append(p)
@@ -1334,6 +1337,8 @@ def campaign(args):
     if not seeds:
         sys.exit("no seed models found in %s" % args.seed_dirs)
     os.makedirs(args.findings, exist_ok=True)
+    with open(os.path.join(args.findings, "seeds.txt"), "w") as f:
+        f.write("".join(p + "\n" for p, _ in seeds))
     work = os.path.join(args.findings, "work")
     stats = {"binary": args.binary, "asan": args.asan, "campaign_seed": args.seed,
              "seeds": len(seeds), "mutants": 0, "mutants_unparsable": 0,
@@ -1345,6 +1350,18 @@ def campaign(args):
              "timeout_s": args.timeout, "rlimit_as_gib": None if args.asan else args.rlimit_gb}
     t_start = time.time()
     indices = [args.only] if args.only is not None else range(args.start, 1 << 62)
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)  # SIGTERM / ^C: stop, still write the stats
+    try:
+        run_mutants(args, seeds, stats, indices, work, t_start)
+    except KeyboardInterrupt:
+        stats["interrupted"] = True
+    return finish(args, stats, work, t_start)
+
+
+def run_mutants(args, seeds, stats, indices, work, t_start):
     for idx in indices:
         if time.time() - t_start > args.seconds:
             break
@@ -1400,6 +1417,9 @@ def campaign(args):
         if args.progress and stats["mutants"] % args.progress == 0:
             print("[%6.0fs] %d mutants, %s" % (time.time() - t_start, stats["mutants"],
                                                dict(stats["classes"])), flush=True)
+
+
+def finish(args, stats, work, t_start):
     stats["seconds"] = round(time.time() - t_start, 1)
     shutil.rmtree(work, ignore_errors=True)
     out = {k: (dict(v) if isinstance(v, collections.Counter) else v) for k, v in stats.items()}
@@ -1443,7 +1463,10 @@ def main():
     ap.add_argument("--start", type=int, default=0, help="first mutant index")
     ap.add_argument("--only", type=int, help="run only mutant INDEX")
     ap.add_argument("--findings", default="/tmp/campaign/findings")
-    ap.add_argument("--seed-dirs", nargs="*", default=None)
+    ap.add_argument("--seed-dirs", nargs="*", default=None,
+                    help="folders of seed models (default: the fuzz seeds, examples, fuzz/corpus, "
+                    "the zoo / sweep / stress models, the conformance models)")
+    ap.add_argument("--seed-list", help="a file of seed model paths (a run's seeds.txt)")
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--rlimit-gb", type=int, default=8)
     ap.add_argument("--keep-per-signature", type=int, default=3)
