@@ -87,6 +87,11 @@ TEST(MemoryBudget, TileAndPadCheckTheirOutputBeforeTheirIndexMaps) {
     GraphBuilder t = TileNet();
     auto ts = Session::Create(t.model(), so);
     ASSERT_TRUE(ts.ok());
+    // x [2, 3] x 2^62 along an axis: the dim overflows int64 (UBSan in fuzz-smoke).
+    auto over = RunTile(**ts, {1, int64_t{1} << 62});
+    ASSERT_FALSE(over.ok());
+    EXPECT_NE(over.status().message().find("overflow"), std::string::npos)
+        << over.status().message();
     auto empty = RunTile(**ts, {0, int64_t{1} << 33});
     ASSERT_TRUE(empty.ok()) << empty.status().message();
     EXPECT_EQ(empty.value()[0].tensor().shape(), (Shape{0, int64_t{3} << 33}));

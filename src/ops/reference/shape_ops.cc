@@ -249,7 +249,9 @@ Result<CopyPlan> TilePlan(const OpContext& ctx) {
   for (size_t d = 0; d < repeats.size(); ++d) {
     if (repeats[d] < 0)
       return NodeError(ctx, "repeats {} has a negative entry", ShapeToString(repeats));
-    p.out_shape[d] = x.shape()[d] * repeats[d];
+    if (__builtin_mul_overflow(x.shape()[d], repeats[d], &p.out_shape[d]))
+      return NodeError(ctx, "repeats {} overflow axis {} of data {}", ShapeToString(repeats), d,
+                       ShapeToString(x.shape()));
   }
   FERRY_ASSIGN_OR_RETURN(const int64_t total, OutputFits(ctx, p.out_shape, x.dtype()));
   if (total == 0) return p;  // nothing to copy (RunCopyPlan reads no map)
