@@ -1049,6 +1049,8 @@ def write_inputs(rng, m, d, mutate):
     os.makedirs(d, exist_ok=True)
     pairs = []
     for k, (name, et, dims) in enumerate(input_specs(m)):
+        if isinstance(name, bytes):  # not valid UTF-8 (protobuf hands back the raw bytes)
+            continue
         if (mutate and rng.random() < 0.05) or "\0" in name:
             continue  # a missing input (a name with NUL cannot be given on a command line)
         a = gen_array(rng, et, dims)

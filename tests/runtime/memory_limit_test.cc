@@ -110,6 +110,16 @@ TEST(MemoryBudget, TileAndPadCheckTheirOutputBeforeTheirIndexMaps) {
     auto fine = (*ps)->Run({{"x", Value(Rand({2, 3}, 2))}, {"pads", Value(Int64s({0, 1, 0, 1}))}});
     ASSERT_TRUE(fine.ok()) << fine.status().message();
     EXPECT_EQ(fine.value()[0].tensor().shape(), (Shape{2, 5}));
+    // An output that fits once: the run step must not check it again after it is charged (that
+    // second check failed, and RunPad's .value() threw: exit 70 in the campaign's Loop mutant).
+    SessionOptions tight = so;
+    tight.max_memory = 3 << 20;  // the [2, 2^18 + 3] float output is 2 MiB
+    auto ts2 = Session::Create(p.model(), tight);
+    ASSERT_TRUE(ts2.ok());
+    auto once = (*ts2)->Run(
+        {{"x", Value(Rand({2, 3}, 2))}, {"pads", Value(Int64s({0, 0, 0, int64_t{1} << 18}))}});
+    ASSERT_TRUE(once.ok()) << once.status().message();
+    EXPECT_EQ(once.value()[0].tensor().shape(), (Shape{2, (int64_t{1} << 18) + 3}));
   }
 }
 

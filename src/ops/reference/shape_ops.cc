@@ -227,7 +227,9 @@ void RunExpand(OpContext& ctx) {
 }
 
 // ---- Tile (opset 1: tiles and axis scalar inputs; since 6: a repeats vector) ----
-Result<CopyPlan> TilePlan(const OpContext& ctx) {
+// `prepare`: the output is checked against the memory budget (at run time it is allocated and
+// charged already: a second check would count it twice).
+Result<CopyPlan> TilePlan(const OpContext& ctx, bool prepare) {
   const Tensor& x = ctx.input(0);
   std::vector<int64_t> repeats;
   if (ctx.opset() < 6) {
@@ -253,7 +255,7 @@ Result<CopyPlan> TilePlan(const OpContext& ctx) {
       return NodeError(ctx, "repeats {} overflow axis {} of data {}", ShapeToString(repeats), d,
                        ShapeToString(x.shape()));
   }
-  FERRY_ASSIGN_OR_RETURN(const int64_t total, OutputFits(ctx, p.out_shape, x.dtype()));
+  FERRY_ASSIGN_OR_RETURN(const int64_t total, OutputFits(ctx, p.out_shape, x.dtype(), prepare));
   if (total == 0) return p;  // nothing to copy (RunCopyPlan reads no map)
   for (size_t d = 0; d < repeats.size(); ++d) {
     std::vector<int64_t> map(static_cast<size_t>(p.out_shape[d]));
@@ -266,20 +268,20 @@ Result<CopyPlan> TilePlan(const OpContext& ctx) {
 Status PrepareTile(OpContext& ctx) {
   FERRY_RETURN_IF_ERROR(ctx.opset() < 6 ? CheckArity(ctx, 3, 3) : CheckArity(ctx, 2, 2));
   FERRY_RETURN_IF_ERROR(RequireTensor(ctx, 0, "input"));
-  FERRY_ASSIGN_OR_RETURN(CopyPlan p, TilePlan(ctx));
+  FERRY_ASSIGN_OR_RETURN(CopyPlan p, TilePlan(ctx, true));
   ctx.set_output(0, ctx.input(0).dtype(), p.out_shape);
   return Status::Ok();
 }
 
 void RunTile(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
-  RunCopyPlan(ctx, TilePlan(ctx).value(), x.dtype(), x.raw(), ctx.output(0).raw());
+  RunCopyPlan(ctx, TilePlan(ctx, false).value(), x.dtype(), x.raw(), ctx.output(0).raw());
 }
 
 // ---- Pad (paddings/pads and value attributes before opset 11; pads and constant_value inputs
 // since; axes input since 18; wrap mode since 19) ----
 // Negative pads crop; the remaining pads then extend the cropped data by the mode's rule.
-Result<CopyPlan> PadPlan(const OpContext& ctx) {
+Result<CopyPlan> PadPlan(const OpContext& ctx, bool prepare) {  // as TilePlan
   const Tensor& x = ctx.input(0);
   const int64_t r = x.rank();
   std::vector<int64_t> pads, axes;
@@ -318,7 +320,7 @@ Result<CopyPlan> PadPlan(const OpContext& ctx) {
     p.out_shape[a] = out;
   }
   // Checked before the index maps (as long as the output's dims) are made.
-  FERRY_ASSIGN_OR_RETURN(const int64_t total, OutputFits(ctx, p.out_shape, x.dtype()));
+  FERRY_ASSIGN_OR_RETURN(const int64_t total, OutputFits(ctx, p.out_shape, x.dtype(), prepare));
   if (total == 0) return p;  // nothing to copy (RunCopyPlan reads no map)
   for (size_t i = 0; i < n; ++i) {
     const size_t a = static_cast<size_t>(axes[i]);
@@ -368,7 +370,7 @@ Status PreparePad(OpContext& ctx) {
       return NodeError(ctx, "constant_value is {} {}, expected one {} element",
                        DTypeName(v.dtype()), ShapeToString(v.shape()), DTypeName(x.dtype()));
   }
-  FERRY_ASSIGN_OR_RETURN(CopyPlan p, PadPlan(ctx));
+  FERRY_ASSIGN_OR_RETURN(CopyPlan p, PadPlan(ctx, true));
   ctx.set_output(0, x.dtype(), p.out_shape);
   return Status::Ok();
 }
@@ -388,7 +390,8 @@ void RunPad(OpContext& ctx) {
         fill.data<T>()[0] = static_cast<T>(static_cast<ComputeType<T>>(v));
     });
   }
-  RunCopyPlan(ctx, PadPlan(ctx).value(), x.dtype(), x.raw(), ctx.output(0).raw(), fill.raw());
+  RunCopyPlan(ctx, PadPlan(ctx, false).value(), x.dtype(), x.raw(), ctx.output(0).raw(),
+              fill.raw());
 }
 
 // ---- DepthToSpace (DCR or CRD mode since opset 11) and SpaceToDepth ----

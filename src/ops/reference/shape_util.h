@@ -46,10 +46,11 @@ inline Result<int64_t> CheckedProduct(const OpContext& ctx, const Shape& dims) {
 // before a plan builds index maps as long as its dims: a Tile or Pad to 2^40 elements (or to a
 // dim of 2^34 beside a 0) allocated its maps before the output's own check. Returns the
 // element count (0: nothing to copy, build no maps).
-inline Result<int64_t> OutputFits(const OpContext& ctx, const Shape& out, DType dt) {
+// `check`: false at run time, when the output is allocated (and charged) already.
+inline Result<int64_t> OutputFits(const OpContext& ctx, const Shape& out, DType dt, bool check) {
   FERRY_ASSIGN_OR_RETURN(int64_t total, CheckedProduct(ctx, out));
   const uint64_t bytes = static_cast<uint64_t>(total) * DTypeSize(dt);
-  if (const std::shared_ptr<MemoryBudget>& budget = MemoryBudget::Current(); budget)
+  if (const std::shared_ptr<MemoryBudget>& budget = MemoryBudget::Current(); budget && check)
     FERRY_RETURN_IF_ERROR(CheckFits(budget.get(), bytes,
                                     fmt::format("{}: output 0 {}{}", ctx.node().Describe(),
                                                 DTypeName(dt), ShapeToString(out))));
