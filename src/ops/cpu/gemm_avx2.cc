@@ -182,22 +182,25 @@ inline TileEpi MakeEpi(const GemmEpilogue& e, int64_t r0, int64_t p, int64_t n) 
   return te;
 }
 
-// Tile over a packed 6-row panel of A, instantiated for the rows the tile has.
-FERRY_AVX2 inline void PanelTile(int rows, const float* ap, const float* bp, int64_t kc, float* c,
-                                 int64_t ldc, int cols, bool accumulate, const TileEpi* e) {
+// Tile instantiated for the rows the tile has (1..6): a row-major A (kAis = 1, ars = lda) or a
+// packed 6-row panel (kAis = 6, ars = 1).
+template <int64_t kAis>
+FERRY_AVX2 inline void TileRows(int rows, const float* a, int64_t ars, const float* b, int64_t k,
+                                float* c, int64_t ldc, int cols, bool accumulate,
+                                const TileEpi* e) {
   switch (rows) {
     case 1:
-      return Tile<1, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+      return Tile<1, kAis>(a, ars, b, k, c, ldc, rows, cols, accumulate, e);
     case 2:
-      return Tile<2, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+      return Tile<2, kAis>(a, ars, b, k, c, ldc, rows, cols, accumulate, e);
     case 3:
-      return Tile<3, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+      return Tile<3, kAis>(a, ars, b, k, c, ldc, rows, cols, accumulate, e);
     case 4:
-      return Tile<4, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+      return Tile<4, kAis>(a, ars, b, k, c, ldc, rows, cols, accumulate, e);
     case 5:
-      return Tile<5, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+      return Tile<5, kAis>(a, ars, b, k, c, ldc, rows, cols, accumulate, e);
     default:
-      return Tile<kMr, kMr>(ap, 1, bp, kc, c, ldc, rows, cols, accumulate, e);
+      return Tile<kMr, kAis>(a, ars, b, k, c, ldc, rows, cols, accumulate, e);
   }
 }
 
@@ -252,8 +255,8 @@ void Block(const float* a, int64_t m, int64_t lda, const PackedB& b, float* y,
         const TileEpi te = MakeEpi(e, r0, p, n);
         // A short last tile (m % 6 rows, or m < 6) runs only its rows' FMAs: Tile<6> on one
         // row did six times the arithmetic of the product.
-        PanelTile(rows, ap + (t - t0) * kc * kMr, bp, kc, y + r0 * n + p * kNr, n, cols, k0 > 0,
-                  last ? &te : nullptr);
+        TileRows<kMr>(rows, ap + (t - t0) * kc * kMr, 1, bp, kc, y + r0 * n + p * kNr, n, cols,
+                      k0 > 0, last ? &te : nullptr);
       }
     }
   }
@@ -268,20 +271,7 @@ bool GemmAvx2Supported() {
 
 void GemmTile6x16(const float* a, int64_t lda, const float* b, int64_t k, float* c, int64_t ldc,
                   int rows, int cols, bool accumulate) {
-  switch (rows) {
-    case 1:
-      return Tile<1, 1>(a, lda, b, k, c, ldc, rows, cols, accumulate, nullptr);
-    case 2:
-      return Tile<2, 1>(a, lda, b, k, c, ldc, rows, cols, accumulate, nullptr);
-    case 3:
-      return Tile<3, 1>(a, lda, b, k, c, ldc, rows, cols, accumulate, nullptr);
-    case 4:
-      return Tile<4, 1>(a, lda, b, k, c, ldc, rows, cols, accumulate, nullptr);
-    case 5:
-      return Tile<5, 1>(a, lda, b, k, c, ldc, rows, cols, accumulate, nullptr);
-    default:
-      return Tile<6, 1>(a, lda, b, k, c, ldc, rows, cols, accumulate, nullptr);
-  }
+  TileRows<1>(rows, a, lda, b, k, c, ldc, cols, accumulate, nullptr);
 }
 
 void PackedB::Free::operator()(float* p) const {
