@@ -212,8 +212,6 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
     };
     memory::desc wei_any(fresh->wei_user_md.dims(), memory::data_type::f32, tag::any);
     fresh->has_bias = ctx.has_input(2);
-    memory::desc bias_md =
-        fresh->has_bias ? memory::desc({w.dim(0)}, memory::data_type::f32, tag::a) : memory::desc();
     // Fusion: sum needs a residual of the output's exact shape, or one that joins the bias.
     Fusion f = slot.fusion;
     const size_t last_in = ctx.num_inputs() - 1;
@@ -222,7 +220,6 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
       fresh->bias_from_sum = true;
       fresh->sum_index = last_in;
       f.sum = false;
-      bias_md = memory::desc({w.dim(0)}, memory::data_type::f32, tag::a);
     }
     if (f.affine && (f.affine->a.size() != static_cast<size_t>(w.dim(0)) ||
                      f.affine->b.size() != f.affine->a.size())) {
@@ -230,7 +227,9 @@ Status PrepareConv2d(OpContext& ctx, NodeSlot& slot) {
       return Status::Ok();
     }
     fresh->affine = f.affine;
-    if (f.affine) bias_md = memory::desc({w.dim(0)}, memory::data_type::f32, tag::a);
+    const memory::desc bias_md = fresh->has_bias || fresh->OwnBias()
+                                     ? memory::desc({w.dim(0)}, memory::data_type::f32, tag::a)
+                                     : memory::desc();
     bool fuse = f.any() || fresh->bias_from_sum;
     if (f.sum) {
       fresh->sum_index = ctx.num_inputs() - 1;
@@ -572,10 +571,10 @@ void RunConv2d(OpContext& ctx, NodeSlot& slot) {
   }
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, st->packed_w}, {DNNL_ARG_DST, dst}};
-  if (st->has_bias || st->OwnBias())
+  if (const float* bias = st->Bias(ctx))
     args[DNNL_ARG_BIAS] =
         memory(memory::desc({ctx.input(1).dim(0)}, memory::data_type::f32, tag::a), eng,
-               const_cast<float*>(st->Bias(ctx)));
+               const_cast<float*>(bias));
   st->prim.execute(s, args);
   st->io.Finish(p, dst, y);
   s.wait();
