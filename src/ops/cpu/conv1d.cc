@@ -34,7 +34,6 @@ struct Conv1dState : KernelState {
   PackedB w;
   int64_t n = 0, c = 0, len = 0, k = 0, kw = 0, stride = 1, dil = 1, pad_b = 0, lo = 0;
   GemmEpilogue epi;
-  bool bias = false;
   std::vector<float> cols, prod;
 };
 
@@ -79,7 +78,6 @@ void SetUpOwn(const OpContext& ctx, const NodeSlot& slot, const Shape& y, Conv1d
   st->pad_b = first("pads", 0);
   st->lo = y[2];
   st->w.Pack(w.data<float>(), st->c * st->kw, st->k, /*trans=*/true);
-  st->bias = ctx.num_inputs() > 2 && ctx.has_input(2);
   st->epi.bias_cs = 1;
   const Fusion& f = slot.fusion;
   st->epi.act = f.act == Fusion::Act::kRelu   ? GemmEpilogue::Act::kRelu
@@ -108,7 +106,7 @@ void RunOwn(OpContext& ctx, Conv1dState& st) {
       }
     }
   GemmEpilogue e = st.epi;
-  e.bias = st.bias ? ctx.input(2).data<float>() : nullptr;
+  e.bias = ctx.num_inputs() > 2 && ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
   PackedGemm(st.cols.data(), st.n * st.lo, row, st.w, st.prod.data(), e, 1);
   float* y = ctx.output(0).data<float>();
   for (int64_t b = 0; b < st.n; ++b)
@@ -218,12 +216,15 @@ Status PrepareConv1d(OpContext& ctx, NodeSlot& slot) {
   auto* st = static_cast<Conv1dState*>(slot.state.get());
   const KeyProbe key = MakeKey(ctx, slot);
   const bool w_const = slot.const_inputs.size() > 1 && slot.const_inputs[1];
-  if (st && st->ready && w_const && st->key == key) {
+  // The outcome of a prepare: the output as st->out, plain, fused as the path that runs it is.
+  const auto ready = [&] {
+    st->ready = true;
     ctx.set_output(0, DType::kFloat, st->out);
     slot.fused = st->own ? slot.fusion.any() : st->inner.fused;
     slot.out_layouts.assign(1, Layout::kPlain);
     return Status::Ok();
-  }
+  };
+  if (st && st->ready && w_const && st->key == key) return ready();
   if (!st || !(st->key == key)) {
     auto fresh = std::make_unique<Conv1dState>();
     fresh->key = std::move(key);
@@ -241,11 +242,7 @@ Status PrepareConv1d(OpContext& ctx, NodeSlot& slot) {
       if (y.size() == 3 && OwnWanted(ctx, slot, y)) {
         SetUpOwn(ctx, slot, y, st);
         st->out = y;
-        st->ready = true;
-        ctx.set_output(0, DType::kFloat, st->out);
-        slot.fused = slot.fusion.any();
-        slot.out_layouts.assign(1, Layout::kPlain);
-        return Status::Ok();
+        return ready();
       }
     }
   }
@@ -268,11 +265,7 @@ Status PrepareConv1d(OpContext& ctx, NodeSlot& slot) {
   }
   const Shape& y = c2.declared()[0].shape;  // [N,K,1,Lo]
   st->out = column ? Shape{y[0], y[1], y[3], 1} : Shape{y[0], y[1], y[3]};
-  st->ready = true;
-  ctx.set_output(0, DType::kFloat, st->out);
-  slot.fused = in.fused;
-  slot.out_layouts.assign(1, Layout::kPlain);
-  return Status::Ok();
+  return ready();
 }
 
 void RunConv1d(OpContext& ctx, NodeSlot& slot) {
