@@ -154,10 +154,7 @@ TEST(CpuCnnBranches, ConcatBnMatchesReference) {
       total += c.plain_ch;
     }
     SetInt(b.Node("Concat", ins, {"cat"}), "axis", 1);
-    b.Const("s", Rand({total}, seed++, 0.5f, 1.5f));
-    b.Const("bb", Rand({total}, seed++));
-    b.Const("m", Rand({total}, seed++));
-    b.Const("v", Rand({total}, seed++, 0.1f, 2.f));
+    AddBnStats(b, "", total, &seed);
     SetFloat(b.Node("BatchNormalization", {"cat", "s", "bb", "m", "v"}, {"bn"}), "epsilon", 1e-3f);
     std::string out = "bn";
     if (c.relu) {
@@ -187,10 +184,8 @@ TEST(CpuCnnBranches, ConcatBnNeedsTheBnToBeTheOnlyReader) {
   b.Const("w", Rand({8, 8, 1, 1}, 7401, -0.5f, 0.5f));
   b.Node("Conv", {"x", "w"}, {"f"});
   SetInt(b.Node("Concat", {"x", "f"}, {"cat"}), "axis", 1);
-  b.Const("s", Rand({16}, 7402, 0.5f, 1.5f));
-  b.Const("bb", Rand({16}, 7403));
-  b.Const("m", Rand({16}, 7404));
-  b.Const("v", Rand({16}, 7405, 0.1f, 2.f));
+  uint32_t seed = 7402;
+  AddBnStats(b, "", 16, &seed);
   b.Node("BatchNormalization", {"cat", "s", "bb", "m", "v"}, {"bn"});
   b.Node("Relu", {"bn"}, {"r"});
   b.Node("Add", {"r", "cat"}, {"y"});

@@ -110,11 +110,7 @@ TEST(CpuConvBatchNorm, FoldsIntoTheConvOnEveryPath) {
     b.Opset(14);
     ir::Node& conv = AddConv(b, c.x, c.w, c.group, c.bias, &seed);
     if (std::string(c.what) == "5x5 stride 2") SetInts(conv, "strides", {2, 2});
-    const int64_t k = c.w[0];
-    b.Const("s", Rand({k}, seed++, 0.5f, 1.5f));
-    b.Const("bb", Rand({k}, seed++));
-    b.Const("m", Rand({k}, seed++));
-    b.Const("v", Rand({k}, seed++, 0.1f, 2.f));
+    AddBnStats(b, "", c.w[0], &seed);
     b.Node("BatchNormalization", {"y", "s", "bb", "m", "v"}, {"n"}).name = "bn";
     std::string out = "n";
     if (*c.act) {

@@ -135,6 +135,18 @@ Tensor RandInts(DType dt, const Shape& shape, int lo, int hi, uint32_t seed) {
 // conv that writes `y`); returns the name of the result. Clip is [-0.25, 0.5]. `tag` keeps the
 // added names unique.
 // kHardSwishGate: v * HardSigmoid(v) (alpha 1/6, beta 0.5), torch's export of nn.Hardswish.
+// Constant BatchNormalization statistics of c channels, named p + "s", "bb", "m", "v" (scale in
+// [0.5, 1.5), variance in [0.1, 2)), seeds taken from *seed in that order; returns the names in
+// the node's input order.
+inline std::vector<std::string> AddBnStats(GraphBuilder& b, const std::string& p, int64_t c,
+                                           uint32_t* seed) {
+  b.Const(p + "s", Rand({c}, (*seed)++, 0.5f, 1.5f));
+  b.Const(p + "bb", Rand({c}, (*seed)++));
+  b.Const(p + "m", Rand({c}, (*seed)++));
+  b.Const(p + "v", Rand({c}, (*seed)++, 0.1f, 2.f));
+  return {p + "s", p + "bb", p + "m", p + "v"};
+}
+
 enum class PostOp { kNone, kRelu, kClip, kSilu, kHardSwish, kHardSwishGate };
 inline std::string AddPostOp(GraphBuilder& b, const std::string& y, PostOp op,
                              const std::string& tag = "post") {

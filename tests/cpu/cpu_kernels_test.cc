@@ -328,11 +328,7 @@ TEST(CpuConcat, NonPlainInputsIntoAPlainOutput) {
 TEST(CpuBatchNorm, MatchesReferenceInEveryLayoutWithFusion) {
   uint32_t seed = 400;
   auto add_stats = [&](GraphBuilder& b, const std::string& p, int64_t c) {
-    b.Const(p + "s", Rand({c}, seed++, 0.5f, 1.5f));
-    b.Const(p + "b", Rand({c}, seed++));
-    b.Const(p + "m", Rand({c}, seed++));
-    b.Const(p + "v", Rand({c}, seed++, 0.1f, 2.f));
-    return std::vector<std::string>{p + "s", p + "b", p + "m", p + "v"};
+    return AddBnStats(b, p, c, &seed);
   };
   for (const Shape& x : std::vector<Shape>{{3, 13}, {2, 5, 7}, {1, 3, 13, 13}, {2, 4, 3, 2, 5}}) {
     SCOPED_TRACE(ShapeToString(x));
